@@ -1,0 +1,165 @@
+"""Judge configuration read from the environment.
+
+Why a module of its own: every benchmark asks the same three questions (which endpoint, which key, which model
+for which role), and the answers must be read the same way lmms-eval reads them so a user's existing
+`OPENAI_API_URL` / `API_TYPE=azure` setup keeps working.  Nothing here opens a connection.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: The published MME-Emotion protocol's models (paper and official scripts).
+DEFAULT_ROLE_MODELS: dict[str, str | None] = {
+    "step": "gpt-4.1-2025-04-14",
+    "judge": "gpt-4o-2024-11-20",
+    "audio": None,
+}
+ROLE_ENV: dict[str, str] = {"step": "EMO_STEP_MODEL", "judge": "EMO_JUDGE_MODEL", "audio": "EMO_AUDIO_MODEL"}
+
+DEFAULT_CONCURRENCY = 16
+DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_MAX_TRIES = 6
+DEFAULT_INVALID_RETRIES = 1
+DEFAULT_BACKOFF_BASE_S = 1.0
+DEFAULT_BACKOFF_MAX_S = 60.0
+DEFAULT_AZURE_API_VERSION = "2024-02-15-preview"  # lmms-eval's own default
+
+
+class JudgeConfigError(RuntimeError):
+    """The judge cannot run as configured (missing model name, key or endpoint)."""
+
+
+def _env_number(env: Mapping[str, str], name: str, default: float, cast: type = float, minimum: float = 0) -> float:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = cast(raw)
+    except ValueError:
+        raise JudgeConfigError(f"{name}={raw!r} is not a number; unset it or give e.g. {name}={default}") from None
+    if value < minimum:
+        raise JudgeConfigError(f"{name}={raw!r} must be >= {minimum}")
+    return value
+
+
+def normalise_base_url(url: str | None) -> str | None:
+    """Accept lmms-eval's habit of putting the full `/chat/completions` URL in OPENAI_API_URL."""
+    if not url:
+        return None
+    url = url.strip().rstrip("/")
+    for suffix in ("/chat/completions", "/completions"):
+        if url.endswith(suffix):
+            url = url[: -len(suffix)]
+    return url
+
+
+def model_for_role(role: str, env: Mapping[str, str] | None = None) -> str:
+    """The model name for a judge role, from `EMO_<ROLE>_MODEL` or the published default.
+
+    An unknown role is taken as a literal model name, so callers can also pass `"my-model"`.
+    """
+    env = os.environ if env is None else env
+    if role not in ROLE_ENV:
+        return role
+    name = env.get(ROLE_ENV[role]) or DEFAULT_ROLE_MODELS[role]
+    if not name:
+        raise JudgeConfigError(
+            f"No model for the '{role}' judge role: set {ROLE_ENV[role]} to a model your endpoint serves "
+            f"(e.g. {ROLE_ENV[role]}=Qwen/Qwen2-Audio-7B-Instruct behind vLLM)."
+        )
+    return name
+
+
+def default_cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """`EMO_CACHE_DIR`, else the platform's user cache dir + `/emo_tasks`."""
+    env = os.environ if env is None else env
+    if env.get("EMO_CACHE_DIR"):
+        return Path(env["EMO_CACHE_DIR"]).expanduser()
+    if os.name == "nt" and env.get("LOCALAPPDATA"):
+        return Path(env["LOCALAPPDATA"]) / "emo_tasks" / "Cache"
+    if env.get("XDG_CACHE_HOME"):
+        return Path(env["XDG_CACHE_HOME"]) / "emo_tasks"
+    home = Path.home()
+    if (home / "Library" / "Caches").is_dir():  # macOS
+        return home / "Library" / "Caches" / "emo_tasks"
+    return home / ".cache" / "emo_tasks"
+
+
+@dataclass(frozen=True)
+class EndpointConfig:
+    """Where and how to send judge requests.  `api_key` is kept out of `repr` so it never reaches a log."""
+
+    api_type: str = "openai"
+    base_url: str | None = None
+    api_key: str = field(default="", repr=False)
+    api_version: str | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    max_tries: int = DEFAULT_MAX_TRIES
+    invalid_retries: int = DEFAULT_INVALID_RETRIES
+    concurrency: int = DEFAULT_CONCURRENCY
+    backoff_base_s: float = DEFAULT_BACKOFF_BASE_S
+    backoff_max_s: float = DEFAULT_BACKOFF_MAX_S
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> EndpointConfig:
+        """Read the endpoint the way lmms-eval does, plus our `EMO_JUDGE_*` knobs.
+
+        OpenAI / vLLM / SGLang: `OPENAI_BASE_URL` (or lmms-eval's `OPENAI_API_URL`) and `OPENAI_API_KEY`.
+        Azure (`API_TYPE=azure`): `AZURE_ENDPOINT`, `AZURE_API_KEY` (or `OPENAI_API_KEY`), `API_VERSION`.
+        """
+        env = os.environ if env is None else env
+        api_type = (env.get("API_TYPE") or "openai").strip().lower()
+        if api_type not in ("openai", "azure"):
+            raise JudgeConfigError(f"API_TYPE={api_type!r} is not supported by emo_tasks judges; use openai or azure")
+        if api_type == "azure":
+            base_url = (env.get("AZURE_ENDPOINT") or "").strip() or None
+            api_key = env.get("AZURE_API_KEY") or env.get("OPENAI_API_KEY") or ""
+            api_version = env.get("API_VERSION") or DEFAULT_AZURE_API_VERSION
+        else:
+            base_url = normalise_base_url(env.get("OPENAI_BASE_URL") or env.get("OPENAI_API_URL"))
+            api_key = env.get("OPENAI_API_KEY") or ""
+            api_version = None
+        values: dict[str, object] = dict(
+            api_type=api_type,
+            base_url=base_url,
+            api_key=api_key,
+            api_version=api_version,
+            timeout_s=_env_number(env, "EMO_JUDGE_TIMEOUT", DEFAULT_TIMEOUT_S, float, 0.001),
+            max_tries=int(_env_number(env, "EMO_JUDGE_MAX_TRIES", DEFAULT_MAX_TRIES, int, 1)),
+            invalid_retries=int(_env_number(env, "EMO_JUDGE_INVALID_RETRIES", DEFAULT_INVALID_RETRIES, int, 0)),
+            concurrency=int(_env_number(env, "EMO_JUDGE_CONCURRENCY", DEFAULT_CONCURRENCY, int, 1)),
+            backoff_base_s=_env_number(env, "EMO_JUDGE_BACKOFF_BASE", DEFAULT_BACKOFF_BASE_S, float, 0),
+            backoff_max_s=_env_number(env, "EMO_JUDGE_BACKOFF_MAX", DEFAULT_BACKOFF_MAX_S, float, 0),
+        )
+        values.update(overrides)
+        return cls(**values)  # type: ignore[arg-type]
+
+    def check_usable(self) -> None:
+        """Raise a clear error before any call when the endpoint cannot possibly work."""
+        if self.api_type == "azure":
+            if not self.base_url:
+                raise JudgeConfigError("API_TYPE=azure needs AZURE_ENDPOINT (https://<resource>.openai.azure.com)")
+            if not self.api_key:
+                raise JudgeConfigError("API_TYPE=azure needs AZURE_API_KEY (or OPENAI_API_KEY)")
+        elif not self.api_key and not self.base_url:
+            raise JudgeConfigError(
+                "No judge endpoint configured: set OPENAI_API_KEY for api.openai.com, or OPENAI_BASE_URL "
+                "(or OPENAI_API_URL) for a vLLM/SGLang/other OpenAI-compatible server."
+            )
+
+    def describe(self) -> dict[str, object]:
+        """A loggable summary with no secret in it."""
+        return {
+            "api_type": self.api_type,
+            "base_url": self.base_url or "https://api.openai.com/v1",
+            "api_key_set": bool(self.api_key),
+            "api_version": self.api_version,
+            "timeout_s": self.timeout_s,
+            "max_tries": self.max_tries,
+            "invalid_retries": self.invalid_retries,
+            "concurrency": self.concurrency,
+        }

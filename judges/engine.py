@@ -1,0 +1,431 @@
+"""The one judge engine: cache ▸ bounded concurrent calls ▸ retry ▸ validate ▸ account.
+
+Why this shape:
+- lmms-eval calls our hooks synchronously (aggregation on rank 0, `process_results` from 4 threads).  The engine
+  runs its own asyncio loop in a daemon thread; `run()` may be called from any thread, and every caller shares
+  one concurrency budget (`EMO_JUDGE_CONCURRENCY`), so four post-processing threads neither cap nor multiply it.
+- Cache look-ups happen in the caller's thread, in one query per batch, before anything is sent: a rerun of an
+  answered batch makes no call and needs no API key.
+- Faults are data: every request ends as an answer or as a failure with a reason; only a configuration error
+  (no endpoint, no model for a role) raises, and it does so before the first call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from .cache import JudgeCache
+from .config import EndpointConfig, JudgeConfigError
+from .request import BatchResult, BatchStats, JudgeRequest, JudgeResult
+
+logger = logging.getLogger("judges")
+
+RETRY_AFTER_MAX_S = 300.0
+_DETAIL_CHARS = 500
+
+
+class _MalformedResponse(Exception):
+    pass
+
+
+class _EmptyAnswer(Exception):
+    pass
+
+
+def _env_flag(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    return raw.strip().lower() not in ("0", "false", "no", "off")
+
+
+def parse_retry_after(headers: Any) -> float | None:
+    """Seconds to wait from `retry-after-ms` / `retry-after` (seconds or an HTTP date); None when absent."""
+    if headers is None:
+        return None
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            return max(0.0, float(ms) / 1000.0)
+        raw = headers.get("retry-after")
+    except Exception:
+        return None
+    if raw is None:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def classify_error(exc: BaseException) -> tuple[str, bool, float | None]:
+    """(reason, retryable, retry_after_s) for an exception raised while asking the judge."""
+    import openai
+
+    if isinstance(exc, _MalformedResponse | openai.APIResponseValidationError):
+        return "malformed_response", True, None
+    if isinstance(exc, _EmptyAnswer):
+        return "empty_answer", True, None
+    if isinstance(exc, openai.APITimeoutError | asyncio.TimeoutError):
+        return "timeout", True, None
+    if isinstance(exc, openai.APIConnectionError):
+        return "connection", True, None
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        retry_after = parse_retry_after(getattr(exc.response, "headers", None))
+        if status == 429:
+            return "rate_limited", True, retry_after
+        if status >= 500:
+            return "server_error", True, retry_after
+        if status in (408, 409):
+            return f"http_{status}", True, retry_after
+        return f"http_{status}", False, None
+    if isinstance(exc, ValueError | TypeError | KeyError | AttributeError | IndexError):
+        # The SDK could not make sense of what came back (e.g. a 200 with a non-JSON body).
+        return "malformed_response", True, None
+    return "client_error", False, None
+
+
+def _extract_answer(resp: Any) -> tuple[str, int, int]:
+    if isinstance(resp, str | bytes) or resp is None:
+        raise _MalformedResponse(f"response is not a chat completion ({type(resp).__name__})")
+    choices = getattr(resp, "choices", None)
+    if not choices:
+        raise _MalformedResponse("response has no choices")
+    message = getattr(choices[0], "message", None)
+    content = getattr(message, "content", None)
+    if isinstance(content, list):  # some servers return content parts
+        content = "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    if content is None or not str(content).strip():
+        raise _EmptyAnswer("the judge returned an empty answer")
+    usage = getattr(resp, "usage", None)
+    prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+    completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+    return str(content), prompt_tokens, completion_tokens
+
+
+class JudgeEngine:
+    """Runs batches of `JudgeRequest`s against an OpenAI-compatible endpoint.
+
+    `cache`: a `JudgeCache`, None for no cache, or "default" (the file in `EMO_CACHE_DIR`, unless
+    `EMO_JUDGE_CACHE=0`).  Nothing is opened or connected until the first batch that needs it.
+    """
+
+    def __init__(
+        self,
+        endpoint: EndpointConfig | None = None,
+        cache: JudgeCache | None | str = "default",
+        progress: bool | None = None,
+    ) -> None:
+        self.endpoint = endpoint or EndpointConfig.from_env()
+        self._cache_arg = cache
+        self._cache: JudgeCache | None = cache if isinstance(cache, JudgeCache) else None
+        self.progress = _env_flag("EMO_PROGRESS", True) if progress is None else progress
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._client: Any = None
+        self._sem: asyncio.Semaphore | None = None
+
+    # ----------------------------------------------------------------- plumbing
+    @property
+    def cache(self) -> JudgeCache | None:
+        if self._cache is None and self._cache_arg == "default" and _env_flag("EMO_JUDGE_CACHE", True):
+            with self._lock:
+                if self._cache is None:
+                    self._cache = JudgeCache()
+        return self._cache
+
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="emo-judges-loop", daemon=True)
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def _get_client(self) -> Any:
+        """The SDK client, made lazily inside the engine's loop (SDK retries off: ours are counted)."""
+        if self._client is None:
+            import openai
+
+            ep = self.endpoint
+            if ep.api_type == "azure":
+                self._client = openai.AsyncAzureOpenAI(
+                    api_key=ep.api_key,
+                    azure_endpoint=ep.base_url,
+                    api_version=ep.api_version,
+                    max_retries=0,
+                    timeout=ep.timeout_s,
+                )
+            else:
+                self._client = openai.AsyncOpenAI(
+                    api_key=ep.api_key or "EMPTY",  # local vLLM/SGLang servers accept any key
+                    base_url=ep.base_url,
+                    max_retries=0,
+                    timeout=ep.timeout_s,
+                )
+            self._sem = asyncio.Semaphore(ep.concurrency)
+        return self._client
+
+    def close(self) -> None:
+        """Stop the loop thread and close the client and cache (the engine can be used again afterwards)."""
+        with self._lock:
+            loop, self._loop = self._loop, None
+            client, self._client = self._client, None
+            thread, self._thread = self._thread, None
+        if loop is not None:
+            if client is not None:
+                try:
+                    asyncio.run_coroutine_threadsafe(client.close(), loop).result(timeout=5)
+                except Exception:  # closing is best effort
+                    pass
+            loop.call_soon_threadsafe(loop.stop)
+            if thread is not None:
+                thread.join(timeout=5)
+            loop.close()
+        if self._cache is not None and self._cache_arg == "default":
+            self._cache.close()
+            self._cache = None
+
+    def redact(self, text: str) -> str:
+        key = self.endpoint.api_key
+        if key and len(key) >= 4:
+            text = text.replace(key, "***")
+        return text
+
+    # ----------------------------------------------------------------- public API
+    def run(
+        self, requests: Sequence[JudgeRequest], *, desc: str = "judge", progress: bool | None = None
+    ) -> BatchResult:
+        """Answer `requests` (results in input order).  Safe to call from any thread, concurrently."""
+        if self._thread is not None and threading.current_thread() is self._thread:
+            raise RuntimeError("JudgeEngine.run() called from the engine's own loop; use `await engine.arun()`")
+        started = time.perf_counter()
+        stats = BatchStats(requests=len(requests))
+        results: list[JudgeResult | None] = [None] * len(requests)
+        by_key: dict[str, list[int]] = {}
+        first: dict[str, JudgeRequest] = {}
+        for i, req in enumerate(requests):
+            try:
+                key = req.cache_key()
+            except JudgeConfigError:
+                raise
+            except Exception as exc:  # e.g. a media file that does not exist: this request fails, loudly counted
+                results[i] = JudgeResult(
+                    ok=False,
+                    text=None,
+                    key="",
+                    model=req.model or req.role,
+                    error="invalid_request",
+                    detail=self.redact(f"{type(exc).__name__}: {exc}")[:_DETAIL_CHARS],
+                )
+                continue
+            by_key.setdefault(key, []).append(i)
+            first.setdefault(key, req)
+        stats.unique_requests = len(by_key)
+
+        cache = self.cache
+        hits = cache.get_many(by_key) if cache is not None else {}
+        for key, hit in hits.items():
+            for n, i in enumerate(by_key[key]):
+                results[i] = JudgeResult(
+                    ok=True,
+                    text=hit.text,
+                    key=key,
+                    model=hit.model,
+                    cached=True,
+                    prompt_tokens=hit.prompt_tokens if n == 0 else 0,
+                    completion_tokens=hit.completion_tokens if n == 0 else 0,
+                )
+        stats.cache_hits = sum(len(by_key[k]) for k in hits)
+        misses = [k for k in by_key if k not in hits]
+
+        show = self.progress if progress is None else progress
+        bar = _progress_bar(len(requests), desc, show)
+        bar.update(len(requests) - sum(len(by_key[k]) for k in misses))
+        try:
+            if misses:
+                self.endpoint.check_usable()
+                loop = self._ensure_loop()
+                coro = self._run_misses([(k, first[k]) for k in misses], stats, bar, by_key)
+                answered = asyncio.run_coroutine_threadsafe(coro, loop).result()
+                for key, res in answered.items():
+                    for n, i in enumerate(by_key[key]):
+                        if n == 0:
+                            results[i] = res
+                        else:  # a duplicate inside the batch shares the single call's answer
+                            results[i] = JudgeResult(**{**res.to_dict(), "prompt_tokens": 0, "completion_tokens": 0})
+        finally:
+            bar.close()
+
+        final: list[JudgeResult] = [r for r in results if r is not None]
+        assert len(final) == len(requests)
+        for r in final:
+            if r.ok:
+                stats.answered += 1
+            else:
+                stats.failures += 1
+                stats.failures_by_reason[r.error or "unknown"] = (
+                    stats.failures_by_reason.get(r.error or "unknown", 0) + 1
+                )
+            if not r.cached:
+                stats.prompt_tokens += r.prompt_tokens
+                stats.completion_tokens += r.completion_tokens
+        stats.wall_time_s = time.perf_counter() - started
+        logger.info("judge batch '%s': %s", desc, stats.summary_line())
+        return BatchResult(results=final, stats=stats)
+
+    async def arun(
+        self, requests: Sequence[JudgeRequest], *, desc: str = "judge", progress: bool | None = None
+    ) -> BatchResult:
+        """`run()` for async callers: the batch runs on the engine's loop while the caller's loop stays free."""
+        return await asyncio.to_thread(self.run, requests, desc=desc, progress=progress)
+
+    # ----------------------------------------------------------------- the loop side
+    async def _run_misses(
+        self, items: list[tuple[str, JudgeRequest]], stats: BatchStats, bar: Any, by_key: dict[str, list[int]]
+    ) -> dict[str, JudgeResult]:
+        client = self._get_client()
+
+        async def one(key: str, req: JudgeRequest) -> tuple[str, JudgeResult]:
+            res = await self._call(client, key, req, stats)
+            bar.update(len(by_key[key]))
+            return key, res
+
+        pairs = await asyncio.gather(*(one(k, r) for k, r in items))
+        return dict(pairs)
+
+    async def _call(self, client: Any, key: str, req: JudgeRequest, stats: BatchStats) -> JudgeResult:
+        ep = self.endpoint
+        assert self._sem is not None
+        async with self._sem:
+            model = req.resolved_model()
+            base = dict(key=key, model=model)
+            try:
+                # Encode media off the loop; the payload lives only while this request is in flight.
+                messages = await asyncio.to_thread(req.render_messages)
+            except Exception as exc:
+                return JudgeResult(
+                    ok=False,
+                    text=None,
+                    error="invalid_request",
+                    detail=self.redact(f"{type(exc).__name__}: {exc}")[:_DETAIL_CHARS],
+                    **base,
+                )
+            params = req.payload_params()
+            tries = 0
+            invalid_left = ep.invalid_retries
+            prompt_tokens = completion_tokens = 0
+            started = time.perf_counter()
+            while True:
+                tries += 1
+                stats.calls += 1
+                try:
+                    resp = await client.chat.completions.create(model=model, messages=messages, **params)
+                    text, p_tok, c_tok = _extract_answer(resp)
+                    prompt_tokens += p_tok
+                    completion_tokens += c_tok
+                    reason = req.validate(text) if req.validate is not None else None
+                    if reason:
+                        if invalid_left > 0:
+                            invalid_left -= 1
+                            stats.retries += 1
+                            continue
+                        return JudgeResult(
+                            ok=False,
+                            text=text,
+                            error="invalid_answer",
+                            detail=reason[:_DETAIL_CHARS],
+                            tries=tries,
+                            prompt_tokens=prompt_tokens,
+                            completion_tokens=completion_tokens,
+                            latency_s=time.perf_counter() - started,
+                            **base,
+                        )
+                    if self._cache is not None:
+                        await asyncio.to_thread(self._cache.put, key, model, text, p_tok, c_tok, req.summary())
+                    return JudgeResult(
+                        ok=True,
+                        text=text,
+                        tries=tries,
+                        prompt_tokens=prompt_tokens,
+                        completion_tokens=completion_tokens,
+                        latency_s=time.perf_counter() - started,
+                        **base,
+                    )
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    reason_code, retryable, retry_after = classify_error(exc)
+                    detail = self.redact(f"{type(exc).__name__}: {exc}")[:_DETAIL_CHARS]
+                    if not retryable or tries >= ep.max_tries:
+                        return JudgeResult(
+                            ok=False,
+                            text=None,
+                            error=reason_code,
+                            detail=detail,
+                            tries=tries,
+                            prompt_tokens=prompt_tokens,
+                            completion_tokens=completion_tokens,
+                            latency_s=time.perf_counter() - started,
+                            **base,
+                        )
+                    stats.retries += 1
+                    logger.debug("judge retry %d for %s: %s", tries, key[:12], detail)
+                    await asyncio.sleep(self._delay(tries, retry_after))
+
+    def _delay(self, tries: int, retry_after: float | None) -> float:
+        """Retry-After when the server gives one, else exponential backoff with equal jitter."""
+        if retry_after is not None:
+            return min(retry_after, RETRY_AFTER_MAX_S)
+        ep = self.endpoint
+        ceiling = min(ep.backoff_max_s, ep.backoff_base_s * (2 ** (tries - 1)))
+        return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+def _progress_bar(total: int, desc: str, show: bool) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="req", disable=not show, mininterval=0.5, dynamic_ncols=True)
+
+
+_shared_engine: JudgeEngine | None = None
+_shared_lock = threading.Lock()
+
+
+def get_engine() -> JudgeEngine:
+    """The process-wide engine (one concurrency budget, one cache connection), made on first use."""
+    global _shared_engine
+    with _shared_lock:
+        if _shared_engine is None:
+            _shared_engine = JudgeEngine()
+        return _shared_engine
+
+
+def reset_engine() -> None:
+    """Forget the shared engine (after changing environment variables, or in tests)."""
+    global _shared_engine
+    with _shared_lock:
+        engine, _shared_engine = _shared_engine, None
+    if engine is not None:
+        engine.close()
+
+
+def run_batch(requests: Sequence[JudgeRequest], *, desc: str = "judge", progress: bool | None = None) -> BatchResult:
+    """Answer a batch with the shared engine (the entry point benchmark aggregations use)."""
+    return get_engine().run(requests, desc=desc, progress=progress)

@@ -1,0 +1,203 @@
+"""Images and audio inside judge requests, encoded only when sent.
+
+Why lazy: a judge phase may hold thousands of requests with ten frames each.  A part keeps only its *source*
+(a path, raw bytes, a PIL image or a loader) and a cheap identity for the cache key; the base64 payload exists
+only while the request is in flight, so peak memory is bounded by the concurrency, not by the batch size.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ImageSource = str | Path | bytes | Any  # Any: a PIL.Image.Image, or a zero-argument loader
+_JPEG_MAGIC = b"\xff\xd8\xff"
+
+
+def _sha256(data: bytes | str) -> str:
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
+    """Content hash of a file, streamed (for cache identities of large media)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _to_jpeg(image: Any, max_side: int | None, quality: int) -> bytes:
+    from PIL import Image
+
+    if not isinstance(image, Image.Image):
+        raise TypeError(f"expected a PIL image, got {type(image).__name__}")
+    img = image.convert("RGB")
+    if max_side and max(img.size) > max_side:
+        img.thumbnail((max_side, max_side))
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", quality=quality)
+    return buf.getvalue()
+
+
+@dataclass(eq=False)
+class ImagePart:
+    """An image for an OpenAI `image_url` part, sent as base64 JPEG.
+
+    `source`: a file path, encoded image bytes, a PIL image, or a callable returning one of these.
+    `identity`: a stable string naming the content (e.g. "<video sha256>:frame3:1fps"), used for the cache key
+    instead of encoding the image; give it when the source is expensive to produce (decoded video frames).
+    """
+
+    source: ImageSource
+    max_side: int | None = None
+    quality: int = 90
+    detail: str | None = None
+    identity: str | None = None
+    _digest: str | None = field(default=None, repr=False)
+
+    kind = "image"
+
+    def _load(self) -> Any:
+        src = self.source() if callable(self.source) and not isinstance(self.source, (str, Path)) else self.source
+        return src
+
+    def jpeg_bytes(self) -> bytes:
+        src = self._load()
+        if isinstance(src, (str, Path)):
+            path = Path(src)
+            if not path.is_file():
+                raise FileNotFoundError(f"judge image not found: {path}")
+            data = path.read_bytes()
+            if data.startswith(_JPEG_MAGIC) and not self.max_side:
+                return data
+            from PIL import Image
+
+            with Image.open(io.BytesIO(data)) as img:
+                return _to_jpeg(img, self.max_side, self.quality)
+        if isinstance(src, (bytes, bytearray)):
+            data = bytes(src)
+            if data.startswith(_JPEG_MAGIC) and not self.max_side:
+                return data
+            from PIL import Image
+
+            with Image.open(io.BytesIO(data)) as img:
+                return _to_jpeg(img, self.max_side, self.quality)
+        return _to_jpeg(src, self.max_side, self.quality)
+
+    def digest(self) -> str:
+        """Content hash for the cache key; never encodes when an identity or raw bytes make that unnecessary."""
+        if self._digest is None:
+            params = f"max_side={self.max_side};q={self.quality};detail={self.detail}"
+            src = self.source
+            if self.identity is not None:
+                self._digest = _sha256(f"id:{self.identity};{params}")
+            elif isinstance(src, (bytes, bytearray)):
+                self._digest = _sha256(_sha256(bytes(src)) + params)
+            elif isinstance(src, (str, Path)) and Path(src).is_file():
+                self._digest = _sha256(file_sha256(src) + params)
+            else:
+                self._digest = _sha256(self.jpeg_bytes())
+        return self._digest
+
+    def render(self) -> dict[str, Any]:
+        url = "data:image/jpeg;base64," + base64.b64encode(self.jpeg_bytes()).decode("ascii")
+        image_url: dict[str, Any] = {"url": url}
+        if self.detail:
+            image_url["detail"] = self.detail
+        return {"type": "image_url", "image_url": image_url}
+
+    def summary(self) -> dict[str, Any]:
+        return {"type": "image", "sha256": self.digest()}
+
+
+@dataclass(eq=False)
+class AudioPart:
+    """Audio for an OpenAI `input_audio` part (`format` "wav" or "mp3").  `source`: path, bytes or loader."""
+
+    source: str | Path | bytes | Callable[[], bytes]
+    format: str = "wav"
+    identity: str | None = None
+    _digest: str | None = field(default=None, repr=False)
+
+    kind = "audio"
+
+    def audio_bytes(self) -> bytes:
+        src = self.source
+        if callable(src) and not isinstance(src, (str, Path)):
+            src = src()
+        if isinstance(src, (str, Path)):
+            path = Path(src)
+            if not path.is_file():
+                raise FileNotFoundError(f"judge audio not found: {path}")
+            return path.read_bytes()
+        return bytes(src)
+
+    def digest(self) -> str:
+        if self._digest is None:
+            if self.identity is not None:
+                self._digest = _sha256(f"id:{self.identity};fmt={self.format}")
+            elif isinstance(self.source, (str, Path)) and Path(self.source).is_file():
+                self._digest = _sha256(file_sha256(self.source) + self.format)
+            else:
+                self._digest = _sha256(_sha256(self.audio_bytes()) + self.format)
+        return self._digest
+
+    def render(self) -> dict[str, Any]:
+        data = base64.b64encode(self.audio_bytes()).decode("ascii")
+        return {"type": "input_audio", "input_audio": {"data": data, "format": self.format}}
+
+    def summary(self) -> dict[str, Any]:
+        return {"type": "audio", "format": self.format, "sha256": self.digest()}
+
+
+MediaPart = ImagePart | AudioPart
+
+
+def _data_url_digest(url: str) -> str:
+    return _sha256(url)
+
+
+def canonical_part(part: Any) -> Any:
+    """A JSON-able stand-in for one content part, with media replaced by content hashes (for the cache key)."""
+    if isinstance(part, (ImagePart, AudioPart)):
+        return {"media": part.kind, "sha256": part.digest()}
+    if isinstance(part, dict):
+        if part.get("type") == "image_url":
+            url = part.get("image_url", {}).get("url", "")
+            detail = part.get("image_url", {}).get("detail")
+            return {"media": "image_url", "sha256": _data_url_digest(url), "detail": detail}
+        if part.get("type") == "input_audio":
+            audio = part.get("input_audio", {})
+            return {"media": "input_audio", "sha256": _sha256(audio.get("data", "")), "format": audio.get("format")}
+        return part
+    if isinstance(part, str):
+        return part
+    raise TypeError(f"unsupported message content part: {type(part).__name__}")
+
+
+def render_part(part: Any) -> Any:
+    if isinstance(part, (ImagePart, AudioPart)):
+        return part.render()
+    return part
+
+
+def summarise_part(part: Any, text_chars: int = 300) -> Any:
+    """A short, secret-free description of a part for audit logs (text truncated, media as hashes)."""
+    if isinstance(part, (ImagePart, AudioPart)):
+        return part.summary()
+    if isinstance(part, dict):
+        if part.get("type") == "text":
+            text = part.get("text", "")
+            return {"type": "text", "text": text[:text_chars] + ("…" if len(text) > text_chars else "")}
+        return canonical_part(part)
+    if isinstance(part, str):
+        return part[:text_chars] + ("…" if len(part) > text_chars else "")
+    return canonical_part(part)

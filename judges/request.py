@@ -1,0 +1,178 @@
+"""What a benchmark asks the judge engine, and what it gets back.
+
+A request says *what* to ask (messages, model role, sampling parameters) plus an optional validator; the engine
+decides *how* (cache, concurrency, retries).  The cache key is built from the request's content only: the model
+name, the messages with media replaced by content hashes, and the sampling parameters — never the endpoint, the
+API key, the sample id or the validator.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .media import canonical_part, render_part, summarise_part
+
+CACHE_SCHEMA = "emo-judges/1"
+
+#: A validator gets the answer text and returns None when it is usable, else a short reason ("no <score> block").
+Validator = Callable[[str], str | None]
+
+
+def text_message(role: str, text: str) -> dict[str, Any]:
+    return {"role": role, "content": text}
+
+
+def user_message(*parts: Any) -> dict[str, Any]:
+    """A user message from text strings and media parts, in order (text becomes `{"type": "text"}`)."""
+    content = [{"type": "text", "text": p} if isinstance(p, str) else p for p in parts]
+    return {"role": "user", "content": content}
+
+
+def _map_content(messages: Sequence[dict[str, Any]], fn: Callable[[Any], Any]) -> list[dict[str, Any]]:
+    out = []
+    for msg in messages:
+        content = msg.get("content")
+        if isinstance(content, list):
+            msg = {**msg, "content": [fn(p) for p in content]}
+        out.append(msg)
+    return out
+
+
+@dataclass(eq=False)
+class JudgeRequest:
+    """One chat request to a judge.
+
+    `role` picks the model from the environment ("step", "judge", "audio") unless `model` is given.
+    `params` are extra chat-completion parameters (top_p, seed, response_format, ...), part of the cache key.
+    `validate` rejects unusable answers (retried, then a counted failure; never cached).
+    `sample_id` only labels audit records.
+    """
+
+    messages: list[dict[str, Any]]
+    role: str = "judge"
+    model: str | None = None
+    temperature: float = 0.0
+    max_tokens: int | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    validate: Validator | None = None
+    sample_id: str | None = None
+
+    def resolved_model(self) -> str:
+        if self.model:
+            return self.model
+        from .config import model_for_role
+
+        return model_for_role(self.role)
+
+    def payload_params(self) -> dict[str, Any]:
+        params: dict[str, Any] = {"temperature": self.temperature}
+        if self.max_tokens is not None:
+            params["max_tokens"] = self.max_tokens
+        params.update(self.params)
+        return params
+
+    def cache_key(self) -> str:
+        """sha256 over (schema, model, canonical messages, parameters): endpoint- and key-independent."""
+        body = {
+            "schema": CACHE_SCHEMA,
+            "model": self.resolved_model(),
+            "messages": _map_content(self.messages, canonical_part),
+            "params": self.payload_params(),
+        }
+        blob = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    def render_messages(self) -> list[dict[str, Any]]:
+        """The messages as the API takes them (media encoded now, dropped after the call)."""
+        return _map_content(self.messages, render_part)
+
+    def summary(self, text_chars: int = 300) -> dict[str, Any]:
+        """A short description for audit logs and the cache: text truncated, media as hashes, no secrets."""
+        return {
+            "role": self.role,
+            "model": self.resolved_model(),
+            "params": self.payload_params(),
+            "messages": _map_content(
+                [
+                    {**m, "content": summarise_part(m["content"], text_chars)}
+                    if isinstance(m.get("content"), str)
+                    else m
+                    for m in self.messages
+                ],
+                lambda p: summarise_part(p, text_chars),
+            ),
+        }
+
+
+@dataclass
+class JudgeResult:
+    """The outcome of one request: an answer (`ok`), or a failure with its reason category and detail."""
+
+    ok: bool
+    text: str | None
+    key: str
+    model: str
+    error: str | None = None  # rate_limited | server_error | timeout | connection | http_4xx | malformed_response
+    #                           | empty_answer | invalid_answer | client_error
+    detail: str | None = None
+    cached: bool = False
+    tries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class BatchStats:
+    """Accounting for one batch, returned to the caller and logged."""
+
+    requests: int = 0
+    unique_requests: int = 0
+    cache_hits: int = 0
+    calls: int = 0  # HTTP attempts actually made
+    retries: int = 0
+    answered: int = 0
+    failures: int = 0
+    failures_by_reason: dict[str, int] = field(default_factory=dict)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    wall_time_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary_line(self) -> str:
+        reasons = ", ".join(f"{k}={v}" for k, v in sorted(self.failures_by_reason.items())) or "none"
+        return (
+            f"{self.requests} requests ({self.unique_requests} unique): {self.cache_hits} cached, "
+            f"{self.calls} calls, {self.retries} retries, {self.failures} failed [{reasons}], "
+            f"tokens {self.prompt_tokens}+{self.completion_tokens}, {self.wall_time_s:.2f}s"
+        )
+
+
+@dataclass
+class BatchResult(Sequence[JudgeResult]):
+    """Results in input order, plus the batch's accounting."""
+
+    results: list[JudgeResult]
+    stats: BatchStats
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self.results[i]
+
+    def __iter__(self) -> Iterator[JudgeResult]:
+        return iter(self.results)
+
+    def failure_counts(self) -> Counter[str]:
+        return Counter(r.error for r in self.results if not r.ok and r.error)
