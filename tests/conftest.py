@@ -1,0 +1,91 @@
+"""Shared fixtures: a real loopback OpenAI-compatible server and engines pointed at it, with isolated env."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from judges import EndpointConfig, JudgeCache, JudgeEngine
+from judges.loopback import LoopbackServer, Reply, last_user_text
+
+API_KEY = "sk-emo-test-7f3a9c2e51d04b8a"
+
+_ENV_VARS = [
+    "OPENAI_BASE_URL",
+    "OPENAI_API_URL",
+    "OPENAI_API_KEY",
+    "API_TYPE",
+    "AZURE_ENDPOINT",
+    "AZURE_API_KEY",
+    "API_VERSION",
+    "EMO_STEP_MODEL",
+    "EMO_JUDGE_MODEL",
+    "EMO_AUDIO_MODEL",
+    "EMO_JUDGE_CONCURRENCY",
+    "EMO_JUDGE_TIMEOUT",
+    "EMO_JUDGE_MAX_TRIES",
+    "EMO_JUDGE_INVALID_RETRIES",
+    "EMO_JUDGE_BACKOFF_BASE",
+    "EMO_JUDGE_BACKOFF_MAX",
+    "EMO_JUDGE_CACHE",
+    "EMO_CACHE_DIR",
+    "EMO_PROGRESS",
+]
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No test sees the developer's keys or cache; the default cache goes to a temp dir."""
+    for name in _ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("EMO_CACHE_DIR", str(tmp_path / "default_cache"))
+    monkeypatch.setenv("EMO_PROGRESS", "0")
+    yield
+    from judges import reset_engine
+
+    reset_engine()
+
+
+@pytest.fixture
+def server() -> Iterator[LoopbackServer]:
+    def answer(body: dict, attempt: int) -> Reply:
+        return Reply(text=f"answer to {last_user_text(body)}")
+
+    with LoopbackServer(responder=answer, expected_api_key=API_KEY) as srv:
+        yield srv
+
+
+def fast_env(base_url: str, **extra: str) -> dict[str, str]:
+    env = {
+        "OPENAI_BASE_URL": base_url,
+        "OPENAI_API_KEY": API_KEY,
+        "EMO_JUDGE_BACKOFF_BASE": "0.01",
+        "EMO_JUDGE_BACKOFF_MAX": "0.05",
+        "EMO_JUDGE_TIMEOUT": "5",
+    }
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def make_engine(tmp_path: Path) -> Iterator[Callable[..., JudgeEngine]]:
+    """make_engine(server, cache_dir=None, **env) -> a JudgeEngine on the loopback server with fast backoff."""
+    made: list[JudgeEngine] = []
+
+    def factory(srv: LoopbackServer, cache_dir: Path | None | str = "tmp", **env: str) -> JudgeEngine:
+        endpoint = EndpointConfig.from_env(fast_env(srv.base_url, **env))
+        cache = None if cache_dir is None else JudgeCache(tmp_path / "cache" if cache_dir == "tmp" else cache_dir)
+        engine = JudgeEngine(endpoint, cache=cache, progress=False)
+        made.append(engine)
+        return engine
+
+    yield factory
+    for engine in made:
+        engine.close()
+
+
+def env_without_secrets() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in _ENV_VARS}

@@ -1,0 +1,138 @@
+"""The persistent cache: reruns make no call, a killed run resumes, keys ignore endpoint and key."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from conftest import API_KEY, env_without_secrets
+
+from judges import EndpointConfig, ImagePart, JudgeCache, JudgeEngine, JudgeRequest, text_message, user_message
+from judges.loopback import LoopbackServer, Reply
+
+
+def req(text: str) -> JudgeRequest:
+    return JudgeRequest([text_message("user", text)], model="judge-model")
+
+
+def test_second_run_makes_zero_calls(server: LoopbackServer, make_engine) -> None:
+    engine = make_engine(server)
+    first = engine.run([req(f"r{i}") for i in range(25)])
+    assert first.stats.calls == 25 and first.stats.cache_hits == 0
+    n_calls = len(server.calls)
+    second = engine.run([req(f"r{i}") for i in range(25)])
+    assert len(server.calls) == n_calls
+    assert second.stats.calls == 0 and second.stats.cache_hits == 25
+    assert [r.text for r in second] == [r.text for r in first]
+    assert all(r.cached for r in second)
+
+
+def test_cached_batch_needs_no_endpoint_or_key(server: LoopbackServer, make_engine, tmp_path: Path) -> None:
+    make_engine(server, cache_dir=tmp_path / "c").run([req("a")])
+    offline = JudgeEngine(EndpointConfig.from_env({}), cache=JudgeCache(tmp_path / "c"), progress=False)
+    batch = offline.run([req("a")])
+    assert batch[0].ok and batch[0].cached and batch.stats.calls == 0
+    offline.close()
+
+
+def test_failures_are_not_cached(server: LoopbackServer, make_engine) -> None:
+    server.responder = lambda body, attempt: Reply("status", status=500)
+    engine = make_engine(server, EMO_JUDGE_MAX_TRIES="2")
+    assert engine.run([req("x")])[0].error == "server_error"
+    server.responder = lambda body, attempt: Reply(text="recovered")
+    again = engine.run([req("x")])
+    assert again[0].ok and again[0].text == "recovered" and not again[0].cached
+
+
+def test_key_is_endpoint_and_api_key_independent(server: LoopbackServer, make_engine, tmp_path: Path) -> None:
+    make_engine(server, cache_dir=tmp_path / "shared").run([req("same question")])
+    with LoopbackServer() as other:
+        engine = JudgeEngine(
+            EndpointConfig.from_env({"OPENAI_BASE_URL": other.base_url, "OPENAI_API_KEY": "sk-another-key"}),
+            cache=JudgeCache(tmp_path / "shared"),
+            progress=False,
+        )
+        batch = engine.run([req("same question")])
+        engine.close()
+        assert batch[0].cached and other.calls == []
+
+
+def test_key_depends_on_content_model_params_and_media(tmp_path: Path) -> None:
+    from PIL import Image
+
+    red, blue = Image.new("RGB", (8, 8), "red"), Image.new("RGB", (8, 8), "blue")
+    base = JudgeRequest([user_message("q", ImagePart(red))], model="m")
+    keys = {
+        base.cache_key(),
+        JudgeRequest([user_message("q", ImagePart(blue))], model="m").cache_key(),
+        JudgeRequest([user_message("q2", ImagePart(red))], model="m").cache_key(),
+        JudgeRequest([user_message("q", ImagePart(red))], model="m2").cache_key(),
+        JudgeRequest([user_message("q", ImagePart(red))], model="m", temperature=0.7).cache_key(),
+    }
+    assert len(keys) == 5
+    assert JudgeRequest([user_message("q", ImagePart(red.copy()))], model="m").cache_key() == base.cache_key()
+    assert API_KEY not in base.cache_key()
+
+
+KILL_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    from judges import EndpointConfig, JudgeCache, JudgeEngine, JudgeRequest, text_message
+    base_url, cache_dir, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    engine = JudgeEngine(EndpointConfig.from_env({"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": sys.argv[4]},
+                                                 concurrency=4), cache=JudgeCache(cache_dir), progress=False)
+    engine.run([JudgeRequest([text_message("user", f"k{i}")], model="judge-model") for i in range(n)])
+    print("finished", flush=True)
+    """
+)
+
+
+def test_kill_9_mid_run_resumes_without_repeating_answered_calls(server: LoopbackServer, tmp_path: Path) -> None:
+    n, concurrency = 60, 4
+    server.latency_s = 0.15
+    script = tmp_path / "judge_run.py"
+    script.write_text(KILL_SCRIPT)
+    cache_dir = tmp_path / "killcache"
+    proc = subprocess.Popen(
+        [sys.executable, str(script), server.base_url, str(cache_dir), str(n), API_KEY],
+        env=env_without_secrets(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 60
+    while len(server.keys_answered()) < 20 and time.time() < deadline:
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL and "finished" not in out
+    server.wait_idle()
+    answered_before_kill = len(server.keys_answered())
+
+    cached_before = JudgeCache(cache_dir).keys()
+    assert 0 < len(cached_before) < n
+    # only what was in flight at the kill can be lost
+    assert answered_before_kill - len(cached_before) <= concurrency
+
+    server.reset_log()
+    engine = JudgeEngine(
+        EndpointConfig.from_env({"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": API_KEY}, concurrency=4),
+        cache=JudgeCache(cache_dir),
+        progress=False,
+    )
+    rerun = engine.run([JudgeRequest([text_message("user", f"k{i}")], model="judge-model") for i in range(n)])
+    assert all(r.ok for r in rerun)
+    assert {r.key for r in rerun if r.cached} == cached_before
+    assert len(server.calls) == n - len(cached_before) == rerun.stats.calls
+    assert [r.text for r in rerun] == [f"answer to k{i}" for i in range(n)]
+
+    server.reset_log()
+    third = engine.run([JudgeRequest([text_message("user", f"k{i}")], model="judge-model") for i in range(n)])
+    engine.close()
+    assert third.stats.calls == 0 and server.calls == []
+    assert API_KEY not in out + err

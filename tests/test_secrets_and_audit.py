@@ -1,0 +1,95 @@
+"""API keys never reach logs, caches, audit logs or results; the audit log holds what a reader needs."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from conftest import API_KEY
+
+from judges import (
+    JudgeRequest,
+    audit_record,
+    parse_scores,
+    score_validator,
+    text_message,
+    user_message,
+    write_audit_jsonl,
+)
+from judges.loopback import LoopbackServer, Reply
+
+
+def test_key_appears_in_no_log_cache_audit_or_result(
+    server: LoopbackServer, make_engine, tmp_path: Path, caplog
+) -> None:
+    def responder(body: dict, attempt: int) -> Reply:
+        text = body["messages"][-1]["content"]
+        text = text if isinstance(text, str) else "media"
+        if text.startswith("auth"):
+            return Reply("echo_auth")  # a server that echoes the Authorization header in its error
+        if text.startswith("flaky") and attempt == 1:
+            return Reply("status", status=500, text=f"upstream saw {API_KEY}")
+        return Reply(text="<score>Step 1: 1/1</score>")
+
+    server.responder = responder
+    cache_dir = tmp_path / "cache"
+    engine = make_engine(server, cache_dir=cache_dir)
+    log_file = tmp_path / "run.log"
+    handler = logging.FileHandler(log_file)
+    handler.setLevel(logging.DEBUG)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    old_level = root.level
+    root.setLevel(logging.DEBUG)
+    caplog.set_level(logging.DEBUG)
+    try:
+        requests = [
+            JudgeRequest([text_message("user", "auth please")], model="m", sample_id="s0"),
+            JudgeRequest([text_message("user", "flaky")], model="m", sample_id="s1"),
+            JudgeRequest([user_message("ok")], model="m", sample_id="s2", validate=score_validator(1)),
+        ]
+        batch = engine.run(requests, progress=True)
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+        handler.close()
+
+    assert batch[0].error == "http_401" and "***" in batch[0].detail
+    assert batch[1].ok and batch[2].ok
+    audit = write_audit_jsonl(
+        tmp_path / "audit.jsonl",
+        [audit_record(r, res, parsed=parse_scores(res.text)) for r, res in zip(requests, batch, strict=True)],
+    )
+    results_file = tmp_path / "results.json"
+    results_file.write_text(json.dumps({"results": [r.to_dict() for r in batch], "stats": batch.stats.to_dict()}))
+    engine.close()
+
+    files = [audit, results_file, log_file, *cache_dir.glob("*")]
+    assert any(p.name.endswith(".sqlite3") for p in files)
+    for path in files:
+        assert API_KEY.encode() not in path.read_bytes(), path
+    assert API_KEY not in caplog.text
+    assert "judge batch" in caplog.text  # the batch summary was logged
+
+
+def test_audit_record_contents(server: LoopbackServer, make_engine, tmp_path: Path) -> None:
+    server.responder = lambda body, attempt: Reply(text="<score>Step 1: 1/1, Step 2: 2/3</score>")
+    request = JudgeRequest(
+        [text_message("system", "be fair"), user_message("x" * 1000)], model="judge-model", sample_id="vid_7"
+    )
+    result = make_engine(server).run([request])[0]
+    path = write_audit_jsonl(
+        tmp_path / "a.jsonl",
+        [audit_record(request, result, parsed=parse_scores(result.text), task="mme_emotion_er_lab")],
+    )
+    lines = path.read_text().splitlines()
+    assert len(lines) == 1
+    rec = json.loads(lines[0])
+    assert rec["sample_id"] == "vid_7" and rec["task"] == "mme_emotion_er_lab"
+    assert rec["raw_answer"].startswith("<score>") and rec["ok"] is True
+    assert rec["parsed"]["status"] == "parsed" and len(rec["parsed"]["ratings"]) == 2
+    user_text = rec["request"]["messages"][1]["content"][0]["text"]
+    assert len(user_text) < 400  # truncated, not the whole prompt
+    write_audit_jsonl(path, [rec], append=True)
+    assert len(path.read_text().splitlines()) == 2
