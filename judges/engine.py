@@ -121,7 +121,8 @@ class JudgeEngine:
     """Runs batches of `JudgeRequest`s against an OpenAI-compatible endpoint.
 
     `cache`: a `JudgeCache`, None for no cache, or "default" (the file in `EMO_CACHE_DIR`, unless
-    `EMO_JUDGE_CACHE=0`).  Nothing is opened or connected until the first batch that needs it.
+    `EMO_JUDGE_CACHE=0`).  Nothing is opened or connected until the first batch that needs it.  `close()` closes
+    the default cache it opened, not a `JudgeCache` the caller passed in (the caller owns that one).
     """
 
     def __init__(

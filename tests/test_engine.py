@@ -249,3 +249,21 @@ def test_run_from_inside_an_event_loop(server: LoopbackServer, make_engine) -> N
         return [r.text for r in batch]
 
     assert asyncio.run(main()) == ["answer to a1", "answer to a2"]
+
+
+def test_azure_through_the_sdk(server: LoopbackServer, tmp_path) -> None:
+    """API_TYPE=azure: the SDK's Azure client, deployment path, api-version and api-key header."""
+    from conftest import API_KEY
+
+    from judges import EndpointConfig, JudgeCache, JudgeEngine
+
+    ep = EndpointConfig.from_env(
+        {"API_TYPE": "azure", "AZURE_ENDPOINT": server.root_url, "AZURE_API_KEY": API_KEY, "API_VERSION": "2024-10-21"}
+    )
+    engine = JudgeEngine(ep, cache=JudgeCache(tmp_path), progress=False)
+    batch = engine.run([req("azure hello")])
+    engine.close()
+    assert batch[0].ok and batch[0].text == "answer to azure hello"
+    call = server.calls[0]
+    assert call.path.startswith("/openai/deployments/judge-model/chat/completions")
+    assert "api-version=2024-10-21" in call.path and call.auth_ok
