@@ -333,6 +333,20 @@ class JudgeEngine:
             invalid_left = ep.invalid_retries
             prompt_tokens = completion_tokens = 0
             started = time.perf_counter()
+
+            def finish(ok: bool, text: str | None, error: str | None = None, detail: str | None = None) -> JudgeResult:
+                return JudgeResult(
+                    ok=ok,
+                    text=text,
+                    error=error,
+                    detail=detail,
+                    tries=tries,
+                    prompt_tokens=prompt_tokens,
+                    completion_tokens=completion_tokens,
+                    latency_s=time.perf_counter() - started,
+                    **base,
+                )
+
             while True:
                 tries += 1
                 stats.calls += 1
@@ -347,45 +361,18 @@ class JudgeEngine:
                             invalid_left -= 1
                             stats.retries += 1
                             continue
-                        return JudgeResult(
-                            ok=False,
-                            text=text,
-                            error="invalid_answer",
-                            detail=reason[:_DETAIL_CHARS],
-                            tries=tries,
-                            prompt_tokens=prompt_tokens,
-                            completion_tokens=completion_tokens,
-                            latency_s=time.perf_counter() - started,
-                            **base,
-                        )
+                        # the raw answer is kept for the audit log, but never cached
+                        return finish(False, text, "invalid_answer", reason[:_DETAIL_CHARS])
                     if self._cache is not None:
                         await asyncio.to_thread(self._cache.put, key, model, text, p_tok, c_tok, req.summary())
-                    return JudgeResult(
-                        ok=True,
-                        text=text,
-                        tries=tries,
-                        prompt_tokens=prompt_tokens,
-                        completion_tokens=completion_tokens,
-                        latency_s=time.perf_counter() - started,
-                        **base,
-                    )
+                    return finish(True, text)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
                     reason_code, retryable, retry_after = classify_error(exc)
                     detail = self.redact(f"{type(exc).__name__}: {exc}")[:_DETAIL_CHARS]
                     if not retryable or tries >= ep.max_tries:
-                        return JudgeResult(
-                            ok=False,
-                            text=None,
-                            error=reason_code,
-                            detail=detail,
-                            tries=tries,
-                            prompt_tokens=prompt_tokens,
-                            completion_tokens=completion_tokens,
-                            latency_s=time.perf_counter() - started,
-                            **base,
-                        )
+                        return finish(False, None, reason_code, detail)
                     stats.retries += 1
                     logger.debug("judge retry %d for %s: %s", tries, key[:12], detail)
                     await asyncio.sleep(self._delay(tries, retry_after))
