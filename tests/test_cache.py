@@ -136,3 +136,21 @@ def test_kill_9_mid_run_resumes_without_repeating_answered_calls(server: Loopbac
     engine.close()
     assert third.stats.calls == 0 and server.calls == []
     assert API_KEY not in out + err
+
+
+def test_default_cache_location_and_off_switch(server: LoopbackServer, monkeypatch, tmp_path: Path) -> None:
+    from conftest import fast_env
+
+    for name, value in fast_env(server.base_url).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("EMO_CACHE_DIR", str(tmp_path / "user_cache"))
+    engine = JudgeEngine(progress=False)
+    engine.run([req("d1")])
+    assert engine.run([req("d1")]).stats.calls == 0
+    engine.close()
+    assert (tmp_path / "user_cache" / "judge_cache.sqlite3").is_file()
+
+    monkeypatch.setenv("EMO_JUDGE_CACHE", "0")
+    uncached = JudgeEngine(progress=False)
+    assert uncached.run([req("d1")]).stats.calls == 1 and uncached.run([req("d1")]).stats.calls == 1
+    uncached.close()
