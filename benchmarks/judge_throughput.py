@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import io
 import os
 import platform
 import random
@@ -180,9 +179,8 @@ def noise_loader(seed: int) -> Callable[[], Any]:
 
 
 def encode_jpeg(image: Any) -> bytes:
-    buf = io.BytesIO()
-    image.save(buf, format="JPEG", quality=JPEG_QUALITY)
-    return buf.getvalue()
+    """JPEG bytes made by the engine's own encoder, so eager and lazy runs send identical payloads."""
+    return ImagePart(image, quality=JPEG_QUALITY).jpeg_bytes()
 
 
 def image_requests(n: int, tag: str, eager: bool) -> list[JudgeRequest]:
