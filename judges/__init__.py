@@ -36,7 +36,7 @@ from .audit import audit_record, write_audit_jsonl  # noqa: E402
 from .cache import JudgeCache  # noqa: E402
 from .config import EndpointConfig, JudgeConfigError, model_for_role  # noqa: E402
 from .engine import JudgeEngine, get_engine, reset_engine, run_batch  # noqa: E402
-from .media import AudioPart, ImagePart  # noqa: E402
+from .media import AudioPart, ImagePart, VideoFramesPart, extract_audio_wav, sample_video_frames  # noqa: E402
 from .parsers import (  # noqa: E402
     ParseStatus,
     Rating,
@@ -51,6 +51,9 @@ from .request import BatchResult, BatchStats, JudgeRequest, JudgeResult, text_me
 
 __all__ = [
     "AudioPart",
+    "VideoFramesPart",
+    "extract_audio_wav",
+    "sample_video_frames",
     "BatchResult",
     "BatchStats",
     "EndpointConfig",

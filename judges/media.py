@@ -158,7 +158,134 @@ class AudioPart:
         return {"type": "audio", "format": self.format, "sha256": self.digest()}
 
 
-MediaPart = ImagePart | AudioPart
+def sample_video_frames(path: str | Path, interval_s: float = 1.0, max_frames: int = 10) -> list[Any]:
+    """Frames of a video as PIL images: one every `interval_s` seconds, the first `max_frames` only.
+
+    The MME-Emotion judge's rule: frame_interval = int(fps * interval_s) frames (at least 1), keep frame k when
+    k % frame_interval == 0, stop after `max_frames`.  Decoding stops as soon as enough frames are kept, so a
+    long video costs no more than its first seconds.  Raises with the file name when the file is missing or no
+    frame can be decoded.
+    """
+    import av
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"video not found: {path}")
+    frames: list[Any] = []
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise ValueError(f"no video stream in {path}")
+            stream = container.streams.video[0]
+            stream.thread_type = "AUTO"
+            rate = stream.average_rate or stream.guessed_rate or stream.base_rate
+            fps = float(rate) if rate else 0.0
+            step = max(1, int(fps * interval_s))
+            for index, frame in enumerate(container.decode(stream)):
+                if index % step == 0:
+                    frames.append(frame.to_image())
+                    if len(frames) >= max_frames:
+                        break
+    except (av.error.FFmpegError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot decode video {path}: {exc}") from exc
+    if not frames:
+        raise ValueError(f"no frame could be decoded from video {path}")
+    return frames
+
+
+def extract_audio_wav(path: str | Path, sample_rate: int = 16000, max_seconds: float | None = None) -> bytes:
+    """The audio track of a video as mono 16-bit PCM WAV bytes (for an audio model's `input_audio` part).
+
+    Raises with the file name when the file is missing or has no audio stream."""
+    import wave
+
+    import av
+    import numpy as np
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"video not found: {path}")
+    chunks = []
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.audio:
+                raise ValueError(f"no audio track in {path}")
+            resampler = av.AudioResampler(format="s16", layout="mono", rate=sample_rate)
+            total = 0
+            limit = None if max_seconds is None else int(max_seconds * sample_rate)
+            for frame in container.decode(container.streams.audio[0]):
+                for out in resampler.resample(frame):
+                    arr = out.to_ndarray().reshape(-1)
+                    chunks.append(arr)
+                    total += arr.size
+                if limit is not None and total >= limit:
+                    break
+            for out in resampler.resample(None):
+                chunks.append(out.to_ndarray().reshape(-1))
+    except av.error.FFmpegError as exc:
+        raise ValueError(f"cannot decode the audio of {path}: {exc}") from exc
+    pcm = np.concatenate(chunks).astype("<i2") if chunks else np.zeros(0, dtype="<i2")
+    if max_seconds is not None:
+        pcm = pcm[: int(max_seconds * sample_rate)]
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(sample_rate)
+        wav.writeframes(pcm.tobytes())
+    return buf.getvalue()
+
+
+@dataclass(eq=False)
+class VideoFramesPart:
+    """A video sent as several `image_url` parts (sampled frames, base64 JPEG), decoded only while in flight.
+
+    `identity` names the content for the cache key (e.g. "<video id>:<size>:<hash of the first 16 KiB>"), so a
+    cached run never decodes the video.  Quality 95 matches OpenCV's `imencode` default used by the official
+    MME-Emotion judge.
+    """
+
+    path: str | Path
+    interval_s: float = 1.0
+    max_frames: int = 10
+    max_side: int | None = None
+    quality: int = 95
+    detail: str | None = None
+    identity: str | None = None
+    _digest: str | None = field(default=None, repr=False)
+
+    kind = "video_frames"
+
+    def frames_jpeg(self) -> list[bytes]:
+        return [
+            _to_jpeg(img, self.max_side, self.quality)
+            for img in sample_video_frames(self.path, self.interval_s, self.max_frames)
+        ]
+
+    def digest(self) -> str:
+        if self._digest is None:
+            params = f"interval={self.interval_s};max={self.max_frames};side={self.max_side};q={self.quality}"
+            if self.identity is not None:
+                self._digest = _sha256(f"id:{self.identity};{params};detail={self.detail}")
+            else:
+                self._digest = _sha256(file_sha256(self.path) + params + f";detail={self.detail}")
+        return self._digest
+
+    def render(self) -> list[dict[str, Any]]:
+        parts = []
+        for data in self.frames_jpeg():
+            image_url: dict[str, Any] = {"url": "data:image/jpeg;base64," + base64.b64encode(data).decode("ascii")}
+            if self.detail:
+                image_url["detail"] = self.detail
+            parts.append({"type": "image_url", "image_url": image_url})
+        return parts
+
+    def summary(self) -> dict[str, Any]:
+        return {"type": "video_frames", "path": str(self.path), "sha256": self.digest()}
+
+
+MediaPart = ImagePart | AudioPart | VideoFramesPart
+_MEDIA_TYPES = (ImagePart, AudioPart, VideoFramesPart)
 
 
 def _data_url_digest(url: str) -> str:
@@ -167,7 +294,7 @@ def _data_url_digest(url: str) -> str:
 
 def canonical_part(part: Any) -> Any:
     """A JSON-able stand-in for one content part, with media replaced by content hashes (for the cache key)."""
-    if isinstance(part, (ImagePart, AudioPart)):
+    if isinstance(part, _MEDIA_TYPES):
         return {"media": part.kind, "sha256": part.digest()}
     if isinstance(part, dict):
         if part.get("type") == "image_url":
@@ -184,14 +311,15 @@ def canonical_part(part: Any) -> Any:
 
 
 def render_part(part: Any) -> Any:
-    if isinstance(part, (ImagePart, AudioPart)):
+    """The API form of one part (a VideoFramesPart renders to a list of image parts, flattened by the caller)."""
+    if isinstance(part, _MEDIA_TYPES):
         return part.render()
     return part
 
 
 def summarise_part(part: Any, text_chars: int = 300) -> Any:
     """A short, secret-free description of a part for audit logs (text truncated, media as hashes)."""
-    if isinstance(part, (ImagePart, AudioPart)):
+    if isinstance(part, _MEDIA_TYPES):
         return part.summary()
     if isinstance(part, dict):
         if part.get("type") == "text":

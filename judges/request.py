@@ -38,7 +38,15 @@ def _map_content(messages: Sequence[dict[str, Any]], fn: Callable[[Any], Any]) -
     for msg in messages:
         content = msg.get("content")
         if isinstance(content, list):
-            msg = {**msg, "content": [fn(p) for p in content]}
+            mapped: list[Any] = []
+            for part in content:
+                value = fn(part)
+                # a part may expand into several (a video's frames become image parts)
+                if isinstance(value, list):
+                    mapped.extend(value)
+                else:
+                    mapped.append(value)
+            msg = {**msg, "content": mapped}
         out.append(msg)
     return out
 

@@ -1,0 +1,63 @@
+"""emo_tasks' one adaptation of lmms-eval's dataset loading: `dataset_path: emo_tasks`.
+
+lmms-eval hands `dataset_path` to `datasets.load_dataset`, which cannot reach files inside an installed package
+or read our environment variables (EMO_DATA_ROOT).  A task YAML with `dataset_path: emo_tasks` and
+`dataset_name: <benchmark>/<source>/<task>` is therefore loaded as a one-row local JSON file naming the task;
+the task's `process_docs` then replaces that row with the validated rows.  Everything else in lmms-eval's
+loading (process_docs, splits, --limit) is untouched.  Applied by `_emo_tasks_autoload` when `lmms_eval.tasks`
+is imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+SENTINEL = "emo_tasks"
+_PATCHED = "__emo_tasks_patched__"
+
+
+def placeholder_file(dataset_name: str) -> Path:
+    """A one-row JSONL naming the task, written once under the emo_tasks cache."""
+    from judges.config import default_cache_dir
+
+    folder = default_cache_dir() / "lmms_eval_placeholders"
+    folder.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256(dataset_name.encode("utf-8")).hexdigest()[:16]
+    path = folder / f"{digest}.jsonl"
+    if not path.is_file():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"emo_source": dataset_name}) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    return path
+
+
+def patch_configurable_task(task_cls: Any) -> None:
+    """Wrap `ConfigurableTask.download` so `dataset_path: emo_tasks` loads the placeholder row (idempotent)."""
+    original = task_cls.download
+    if getattr(original, _PATCHED, False):
+        return
+
+    def download(self: Any, dataset_kwargs: dict[str, Any] | None = None) -> None:
+        if getattr(self, "DATASET_PATH", None) != SENTINEL:
+            return original(self, dataset_kwargs)
+        name = getattr(self, "DATASET_NAME", None)
+        if not name:
+            raise ValueError("dataset_path: emo_tasks needs dataset_name: <benchmark>/<source>/<task>")
+        self.DATASET_PATH, self.DATASET_NAME = "json", None
+        return original(self, {"data_files": {"test": str(placeholder_file(name))}})
+
+    setattr(download, _PATCHED, True)
+    download.__wrapped__ = original  # type: ignore[attr-defined]
+    download.__doc__ = original.__doc__
+    task_cls.download = download
+
+
+def apply() -> None:
+    """Patch lmms-eval's ConfigurableTask (it must already be imported by the caller)."""
+    from lmms_eval.api.task import ConfigurableTask
+
+    patch_configurable_task(ConfigurableTask)
