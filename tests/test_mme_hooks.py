@@ -1,0 +1,142 @@
+"""MME-Emotion's lmms-eval hooks and fail-fast errors, in process and through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import datasets
+import pytest
+from conftest import env_without_secrets
+
+from emo_tasks.mme_emotion import hooks
+from emo_tasks.mme_emotion.data import DataError
+from emo_tasks.mme_emotion.protocol import prompt_hashes, spec_for, step_messages
+from emo_tasks.mme_emotion.sample import write_clip
+from judges.config import JudgeConfigError
+
+REAL = Path(__file__).parent / "data" / "mme_emotion"
+SNAPSHOT = Path(__file__).parent / "data" / "mme_prompt_snapshot.json"
+
+
+def make_root(tmp_path: Path, n_rows: int = 3, videos: int | None = None) -> Path:
+    """A local EMO_DATA_ROOT with the first `n_rows` real ER-Lab rows and generated clips for `videos` of them."""
+    root = tmp_path / "data" / "mme_emotion"
+    rows = json.loads((REAL / "ER-Lab/question/ER_Lab.json").read_text())[:n_rows]
+    clues = json.loads((REAL / "ER-Lab/audio_clue/ER_Lab_qwen2_audio_clues.json").read_text())[:n_rows]
+    (root / "ER-Lab/question").mkdir(parents=True)
+    (root / "ER-Lab/audio_clue").mkdir(parents=True)
+    (root / "ER-Lab/question/ER_Lab.json").write_text(json.dumps(rows))
+    (root / "ER-Lab/audio_clue/ER_Lab_qwen2_audio_clues.json").write_text(json.dumps(clues))
+    for i, row in enumerate(rows[: n_rows if videos is None else videos]):
+        write_clip(root / row["video_id"], seed=i)
+    return root
+
+
+def placeholder(name: str) -> datasets.Dataset:
+    return datasets.Dataset.from_list([{"emo_source": name}])
+
+
+def test_process_docs_loads_rows_and_fails_fast_without_a_judge(tmp_path: Path, monkeypatch) -> None:
+    root = make_root(tmp_path)
+    monkeypatch.setenv("EMO_DATA_ROOT", str(root.parent))
+    with pytest.raises(JudgeConfigError, match="OPENAI_API_KEY.*EMO_JUDGE=offline"):
+        hooks.process_docs(placeholder("mme_emotion/benchmark/ER-Lab"))
+    monkeypatch.setenv("EMO_JUDGE", "offline")
+    docs = hooks.process_docs(placeholder("mme_emotion/benchmark/ER-Lab"))
+    assert len(docs) == 3 and docs[0]["mme_task"] == "ER-Lab" and docs[0]["audio_clue"]
+    assert hooks.doc_to_visual(docs[0]) == [str(root / docs[0]["video_id"])]
+
+
+def test_missing_and_corrupt_videos_are_named(tmp_path: Path, monkeypatch) -> None:
+    root = make_root(tmp_path, n_rows=3, videos=1)
+    monkeypatch.setenv("EMO_DATA_ROOT", str(root.parent))
+    monkeypatch.setenv("EMO_JUDGE", "offline")
+    rows = json.loads((root / "ER-Lab/question/ER_Lab.json").read_text())
+    with pytest.raises(DataError, match="2 of 3 videos are missing") as err:
+        hooks.process_docs(placeholder("mme_emotion/benchmark/ER-Lab"))
+    assert rows[1]["video_id"] in str(err.value) and rows[2]["video_id"] in str(err.value)
+    corrupt = root / rows[1]["video_id"]
+    corrupt.parent.mkdir(parents=True, exist_ok=True)
+    corrupt.write_bytes(b"\x00not a video" * 100)
+    shutil.copy(root / rows[0]["video_id"], root / rows[2]["video_id"])
+    docs = hooks.process_docs(placeholder("mme_emotion/benchmark/ER-Lab"))
+    with pytest.raises(DataError, match=str(corrupt)):
+        hooks.doc_to_visual(docs[1])
+
+
+def test_prompt_medium_and_messages() -> None:
+    doc = {"mme_task": "ML-ER", "label_set": ["anger", "fear"], "video_path": "/v.mp4"}
+    assert "Listen to the audio" in hooks.doc_to_text(doc, {"medium": "audio"})
+    assert "Look at the video frames" in hooks.doc_to_text(doc, {"medium": "video frames"})
+    text = hooks.doc_to_text(doc, {"medium": "video", "pre_prompt": "PRE ", "post_prompt": " POST"})
+    assert text.startswith("PRE Watch the video") and text.endswith(" POST") and "anger, fear" in text
+    custom = hooks.doc_to_text(doc, {"prompt": "Pick from {labels} ({target})."})
+    assert custom == "Pick from anger, fear (emotion)."
+    with pytest.raises(ValueError, match="medium"):
+        hooks.doc_to_text(doc, {"medium": "smell"})
+
+
+def test_doc_to_messages_puts_the_media_first(tmp_path: Path) -> None:
+    clip = write_clip(tmp_path / "c.mkv")
+    doc = {"mme_task": "IR", "label_set": ["neutral", "agreeing"], "video_path": str(clip)}
+    msgs = hooks.doc_to_messages(doc, {"medium": "video"})
+    assert msgs[0]["content"][0] == {"type": "video", "url": str(clip)}
+    assert msgs[0]["content"][1]["type"] == "text"
+    assert hooks.doc_to_messages(doc, {"medium": "audio"})[0]["content"][0]["type"] == "audio"
+
+
+def _snapshot() -> dict:
+    """One real row per task: the exact prompts our defaults produce (lmms-eval's prompt_stability idea)."""
+    out = {"hashes": prompt_hashes(), "tasks": {}}
+    for key in ("ER-Lab", "ER-Wild", "Noise-ER", "FG-ER", "ML-ER", "SA", "FG-SA", "IR"):
+        spec = spec_for(key)
+        row = json.loads((REAL / spec.question_relpath).read_text())[0]
+        doc = {"mme_task": key, "label_set": row["label_set"], "video_path": "x.mp4"}
+        from emo_tasks.mme_emotion.protocol import judge_text
+
+        out["tasks"][key] = {
+            "model_prompt": hooks.doc_to_text(doc, {"medium": "video"}),
+            "step_prompt": step_messages(spec, "ANSWER")[1]["content"],
+            "judge_prompt": judge_text(
+                spec, audio_clue="CLUE", ground_truth=row["label"], steps_text="<step>Step 1: x.</step>", n_steps=1
+            ),
+        }
+    return out
+
+
+def test_prompts_do_not_drift_silently() -> None:
+    """Regenerate on purpose with EMO_UPDATE_SNAPSHOTS=1 when a prompt change is intended."""
+    import os
+
+    current = _snapshot()
+    if os.environ.get("EMO_UPDATE_SNAPSHOTS") == "1" or not SNAPSHOT.exists():
+        SNAPSHOT.write_text(json.dumps(current, indent=1, ensure_ascii=False) + "\n")
+    assert current == json.loads(SNAPSHOT.read_text())
+
+
+@pytest.mark.slow
+def test_cli_benchmark_task_without_judge_stops_before_inference_and_says_what_to_set(tmp_path: Path) -> None:
+    root = make_root(tmp_path)
+    env = env_without_secrets()
+    env.update(HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", EMO_CACHE_DIR=str(tmp_path / "cache"),
+               EMO_DATA_ROOT=str(root.parent))  # fmt: skip
+    env.pop("EMO_JUDGE", None)
+    cmd = [sys.executable, "-m", "lmms_eval", "--model", "dummy", "--tasks", "mme_emotion_er_lab",
+           "--output_path", str(tmp_path / "out")]  # fmt: skip
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert not list((tmp_path / "out").rglob("*_results.json"))
+    assert "OPENAI_API_KEY" in out and "EMO_JUDGE=offline" in out
+    assert "Running generate_until requests" not in out  # failed before inference
+    # offline and with --limit: two of the three rows are evaluated
+    env["EMO_JUDGE"] = "offline"
+    proc = subprocess.run(cmd + ["--limit", "2"], env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    files = list((tmp_path / "out").rglob("*_results.json"))
+    assert files, proc.stderr[-3000:]
+    assert "Running generate_until requests" in proc.stdout + proc.stderr  # the marker the first run must lack
+    res = json.loads(files[0].read_text())["results"]["mme_emotion_er_lab"]
+    assert res["n_scored,none"] == 2 and res["rea_s,none"] is None
