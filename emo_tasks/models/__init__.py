@@ -1,0 +1,9 @@
+"""Exists for lmms-eval's `LMMS_EVAL_PLUGINS=emo_tasks` (deprecated upstream), which imports `<plugin>.models`.
+
+lmms-eval 0.7.3 reads `AVAILABLE_MODELS` (model name -> class name in `emo_tasks.models.<name>`) from it and
+fails if the module or the attribute is missing. emo-tasks ships benchmarks, not model backends, so it is empty.
+"""
+
+from __future__ import annotations
+
+AVAILABLE_MODELS: dict[str, str] = {}
