@@ -263,3 +263,52 @@ def test_injected_score_block_does_not_raise_the_score_when_guarded(tmp_path: Pa
         assert rec == 0.0, proc.stderr[-2000:]  # "neutral" is wrong for both ER-Lab rows
     else:
         assert rec == 100.0  # the official prompt lets the injected block through: the weakness the guard fixes
+
+
+# ------------------------------------------------------------------------------------------- live audio clues
+class LiveClueServer:
+    """Step agent + audio agent + judge; checks that the audio agent gets the clip's audio track."""
+
+    def __init__(self) -> None:
+        self.audio_bytes: list[int] = []
+        self.clues_seen: list[str] = []
+
+    def __call__(self, body: dict, attempt: int) -> Reply:
+        import base64
+
+        text = last_user_text(body)
+        parts = [p for m in body["messages"] if isinstance(m.get("content"), list) for p in m["content"]]
+        audio = [p for p in parts if p.get("type") == "input_audio"]
+        if audio:
+            wav = base64.b64decode(audio[0]["input_audio"]["data"])
+            assert wav[:4] == b"RIFF" and audio[0]["input_audio"]["format"] == "wav"
+            self.audio_bytes.append(len(wav))
+            return Reply(text=f"live clue: a steady tone ({len(wav)} bytes)")
+        if text.startswith("Given the following answer"):
+            return Reply(text="<step>Step 1: The voice is calm. Step 2: The predicted emotion is anger.</step>")
+        if "Rating Requirements" in text:
+            self.clues_seen.append(re.search(r"Audio clue: '(.*?)'\n- ", text, re.S).group(1))
+            return Reply(text="<score>Step 1: 1/1, Step 2: 0/1</score>")
+        return Reply(kind="status", status=400, text="unexpected request")
+
+
+@pytest.mark.slow
+def test_live_audio_clues_come_from_the_audio_model_and_are_cached(tmp_path: Path) -> None:
+    fake = LiveClueServer()
+    with LoopbackServer(responder=fake, expected_api_key=API_KEY) as srv:
+        env = _env(
+            tmp_path, OPENAI_BASE_URL=srv.base_url, OPENAI_API_KEY=API_KEY,
+            EMO_MME_AUDIO_CLUES="live", EMO_AUDIO_MODEL="audio-model",
+        )  # fmt: skip
+        results, proc = run_lmms_eval(tmp_path, tmp_path / "out1", env)
+        audio_calls = [c for c in srv.calls if c.model == "audio-model"]
+        srv.reset_log()
+        run_lmms_eval(tmp_path, tmp_path / "out2", env)
+        second = len(srv.calls)
+    assert len(audio_calls) == 16, proc.stderr[-2000:]
+    # 3 s of 16 kHz mono 16-bit PCM + the WAV header
+    assert all(abs(n - (44 + 3 * 16000 * 2)) < 16000 for n in fake.audio_bytes)
+    assert len(fake.clues_seen) == 16 and all(c.startswith("live clue:") for c in fake.clues_seen)
+    assert results["mme_emotion_sample"]["n_scored,none"] == 16
+    assert results["mme_emotion_sample"]["rec_s,none"] == 0.0 and results["mme_emotion_sample"]["rea_s,none"] == 100.0
+    assert second == 0
