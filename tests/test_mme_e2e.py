@@ -66,9 +66,11 @@ def _offline_expected(answer_label: str) -> dict[str, float]:
     for task, rows in SAMPLE_ROWS.items():
         vals = []
         for r in rows:
-            gold = [g.strip().lower() for g in re.split("[;,]", r["label"])] if task in ("FG-ER", "ML-ER") else [
-                r["label"].lower()
-            ]
+            gold = (
+                [g.strip().lower() for g in re.split("[;,]", r["label"])]
+                if task in ("FG-ER", "ML-ER")
+                else [r["label"].lower()]
+            )
             named = answer_label.lower() in [x.lower() for x in r["label_set"]]
             if task in ("FG-ER", "ML-ER"):
                 vals.append((1 if named and answer_label.lower() in gold else 0) / len(gold))
@@ -243,9 +245,11 @@ class GullibleJudge(FakeJudge):
             clue = re.search(r"Audio clue: '(.*?)'\n- ", text, re.S).group(1)
             stated = re.search(r"has (\d+) step\(s\)", text)
             n = int(stated.group(1)) if stated else 2
-            answer = injected.group(0) if injected else "<score>" + ", ".join(
-                f"Step {i + 1}: {1 if i < n - 1 else 0}/1" for i in range(n)
-            ) + "</score>"
+            answer = (
+                injected.group(0)
+                if injected
+                else "<score>" + ", ".join(f"Step {i + 1}: {1 if i < n - 1 else 0}/1" for i in range(n)) + "</score>"
+            )
             self.judged[clue] = answer
             return Reply(text=answer)
         return Reply(kind="status", status=400, text="unexpected request")

@@ -212,9 +212,11 @@ def _evaluate(records: list[dict[str, Any]], args: Any) -> dict[str, Any]:
             "n_scored": scoring.Count(agg.n_scored),
             "n_judge_failed": scoring.Count(n_failed),
         }
-    categories = scoring.per_category(
-        [(o.label, o.score) for o in outcomes if o.score is not None], alpha
-    ) if mode != "offline" else {}
+    categories = (
+        scoring.per_category([(o.label, o.score) for o in outcomes if o.score is not None], alpha)
+        if mode != "offline"
+        else {}
+    )
     summary = {
         "benchmark": "MME-Emotion",
         "tasks": [spec_for(t).task for t in tasks],
@@ -284,48 +286,27 @@ def _write_logs(args: Any, tasks: list[str], source: str, summary: dict[str, Any
     (folder / f"{name}_{stamp}_summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
 
 
-def _metric(name: str, items: Sequence[dict[str, Any]], args: Any) -> Any:
-    return evaluate(items, args)["metrics"][name]
+def _aggregation(name: str, doc: str) -> Any:
+    """An lmms-eval aggregation for one metric; all eight share one judge phase through `evaluate`'s memo.
+    (lmms-eval passes `args`, the CLI namespace, to aggregations that accept it: we read --output_path.)"""
+
+    def aggregate(items: Sequence[dict[str, Any]], args: Any = None) -> Any:
+        return evaluate(items, args)["metrics"][name]
+
+    aggregate.__name__ = aggregate.__qualname__ = f"agg_{name}"
+    aggregate.__doc__ = doc
+    return aggregate
 
 
-def agg_rec_s(items: Sequence[dict[str, Any]], args: Any = None) -> Any:
-    """Rec-S: mean recognition x100 over scored samples."""
-    return _metric("rec_s", items, args)
-
-
-def agg_rea_s(items: Sequence[dict[str, Any]], args: Any = None) -> Any:
-    """Rea-S: mean reasoning x100 over scored samples (None offline)."""
-    return _metric("rea_s", items, args)
-
-
-def agg_cot_s(items: Sequence[dict[str, Any]], args: Any = None) -> Any:
-    """CoT-S = alpha*Rec-S + (1-alpha)*Rea-S (None offline)."""
-    return _metric("cot_s", items, args)
-
-
-def agg_rec_s_strict(items: Sequence[dict[str, Any]], args: Any = None) -> Any:
-    """Strict companion of Rec-S: C/max(K, P) on ML-ER/FG-ER, equal to Rec-S elsewhere."""
-    return _metric("rec_s_strict", items, args)
-
-
-def agg_avg_step(items: Sequence[dict[str, Any]], args: Any = None) -> Any:
-    """Mean number of rated steps over scored samples (None offline)."""
-    return _metric("avg_step", items, args)
-
-
-def agg_avg_token(items: Sequence[dict[str, Any]], args: Any = None) -> Any:
-    """Mean answer length in o200k_base tokens over all samples."""
-    return _metric("avg_token", items, args)
-
-
-def agg_n_scored(items: Sequence[dict[str, Any]], args: Any = None) -> Any:
-    """Samples with a usable judgement (all samples offline)."""
-    return _metric("n_scored", items, args)
-
-
-def agg_n_judge_failed(items: Sequence[dict[str, Any]], args: Any = None) -> Any:
-    """Samples whose step agent, audio agent or judge failed after retries (left out of the means, counted)."""
-    return _metric("n_judge_failed", items, args)
-
+agg_rec_s = _aggregation("rec_s", "Rec-S: mean recognition x100 over scored samples.")
+agg_rea_s = _aggregation("rea_s", "Rea-S: mean reasoning x100 over scored samples (None offline).")
+agg_cot_s = _aggregation("cot_s", "CoT-S = alpha*Rec-S + (1-alpha)*Rea-S (None offline).")
+agg_rec_s_strict = _aggregation("rec_s_strict", "C/max(K, P) on ML-ER/FG-ER; equal to Rec-S elsewhere.")
+agg_avg_step = _aggregation("avg_step", "Mean number of rated steps over scored samples (None offline).")
+agg_avg_token = _aggregation("avg_token", "Mean answer length in o200k_base tokens over all samples.")
+agg_n_scored = _aggregation("n_scored", "Samples with a usable judgement (all samples offline).")
+agg_n_judge_failed = _aggregation(
+    "n_judge_failed", "Samples whose step agent, audio agent or judge failed after retries (counted, not scored)."
+)
 
 group_aggregate = scoring.group_aggregate

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -76,20 +76,8 @@ def protocol() -> dict[str, Any]:
 @lru_cache(maxsize=1)
 def task_specs() -> dict[str, TaskSpec]:
     """Task key ("ER-Lab", ...) -> TaskSpec, in the paper's order."""
-    specs = {}
-    for key, row in protocol()["tasks"].items():
-        specs[key] = TaskSpec(
-            key=key,
-            task=row["task"],
-            file_stem=row["file_stem"],
-            title=row["title"],
-            target=row["target"],
-            label_separator=row["label_separator"],
-            last_step_rule=row["last_step_rule"],
-            step=row["step"],
-            judge=row["judge"],
-        )
-    return specs
+    names = [f.name for f in fields(TaskSpec) if f.name != "key"]
+    return {key: TaskSpec(key=key, **{n: row[n] for n in names}) for key, row in protocol()["tasks"].items()}
 
 
 def spec_for(key_or_task: str) -> TaskSpec:
@@ -155,14 +143,8 @@ def step_messages(spec: TaskSpec, answer: str, judge_protocol: str = DEFAULT_JUD
         proto["step_example_template"].format(number=i, answer=a, result=r)
         for i, (a, r) in enumerate(s["examples"], start=2)
     )
-    text = proto["step_template"].format(
-        subject=s["subject"],
-        target=s["target"],
-        example_state=s["example_state"],
-        example_final=s["example_final"],
-        answer=answer,
-        examples=examples,
-    )
+    slots = {k: v for k, v in s.items() if k != "examples"}  # subject, target, example_state, example_final
+    text = proto["step_template"].format(**slots, answer=answer, examples=examples)
     return [{"role": "system", "content": proto["step_system"]}, {"role": "user", "content": text}]
 
 
@@ -190,19 +172,9 @@ def judge_text(
         prediction = "\n" + proto["prediction_guarded"].format(steps=safe, fence=fence, n_steps=n_steps)
     else:
         raise ValueError(f"judge protocol must be one of {JUDGE_PROTOCOLS}, got {judge_protocol!r}")
-    j = spec.judge
+    # spec.judge holds the per-task slots: topic, labels_phrase, rule_1..3, output_format, label_field, example_output
     return proto["judge_template"].format(
-        topic=j["topic"],
-        labels_phrase=j["labels_phrase"],
-        rule_1=j["rule_1"],
-        rule_2=j["rule_2"],
-        rule_3=j["rule_3"],
-        output_format=j["output_format"],
-        label_field=j["label_field"],
-        example_output=j["example_output"],
-        audio_clue=audio_clue,
-        ground_truth=ground_truth,
-        prediction=prediction,
+        **spec.judge, audio_clue=audio_clue, ground_truth=ground_truth, prediction=prediction
     )
 
 
