@@ -140,3 +140,28 @@ def test_cli_benchmark_task_without_judge_stops_before_inference_and_says_what_t
     assert "Running generate_until requests" in proc.stdout + proc.stderr  # the marker the first run must lack
     res = json.loads(files[0].read_text())["results"]["mme_emotion_er_lab"]
     assert res["n_scored,none"] == 2 and res["rea_s,none"] is None
+
+
+def test_hub_source_offline_says_how_to_use_local_data(monkeypatch) -> None:
+    from emo_tasks.mme_emotion.data import benchmark_root
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(DataError, match="EMO_DATA_ROOT") as err:
+        benchmark_root({"EMO_MME_HUB_ID": "emo-tasks-test/not-cached"})
+    assert "emo-tasks-test/not-cached" in str(err.value)
+
+
+def test_hub_snapshot_archives_are_extracted_and_the_layout_found(tmp_path: Path) -> None:
+    import zipfile
+
+    from emo_tasks.mme_emotion import data
+
+    snapshot = tmp_path / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    with zipfile.ZipFile(snapshot / "MME-Emotion.zip", "w") as zf:
+        zf.write(REAL / "ER-Lab/question/ER_Lab.json", "MME-Emotion/ER-Lab/question/ER_Lab.json")
+    assert data._find_layout(snapshot) is None
+    target = tmp_path / "extracted"
+    data._extract_archives(snapshot, target)
+    assert data._find_layout(target) == target / "MME-Emotion"
+    assert (target / ".extracted").is_file()
