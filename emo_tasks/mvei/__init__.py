@@ -1,0 +1,1 @@
+"""MVEI (Emotion Statement Judgment): does an emotion-centric statement fit the image? Correct / Incorrect."""

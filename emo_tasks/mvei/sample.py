@@ -1,0 +1,61 @@
+"""The bundled MVEI sample: 16 pairs over all four dimensions and both labels, with images generated here.
+
+Written once under the emo_tasks cache in the authors' standard format (so the sample exercises the real
+loader).  A smoke test: its statements are ours and its numbers mean nothing about a model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+SAMPLE_VERSION = "v1"
+
+SAMPLE_PAIRS = Path(__file__).with_name("sample_pairs.json")
+
+
+def sample_pairs() -> list[tuple[str, str, str]]:
+    """(dimension, statement, label): two pairs for each (dimension, label)."""
+    with open(SAMPLE_PAIRS, encoding="utf-8") as fh:
+        return [(p["dimension"], p["statement"], p["label"]) for p in json.load(fh)]
+
+
+def _write_image(path: Path, seed: int) -> None:
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    base = rng.integers(0, 256, size=3)
+    yy, xx = np.mgrid[0:96, 0:128]
+    img = np.stack([(xx * 2 + base[0]) % 256, (yy * 2 + base[1]) % 256, np.full_like(xx, base[2])], axis=-1)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp.png")
+    Image.fromarray(img.astype("uint8")).save(tmp, format="PNG")
+    os.replace(tmp, path)
+
+
+def sample_file(cache_dir: Path | None = None) -> Path:
+    """`mvei.json` (standard format) plus its images, generated on first use."""
+    if cache_dir is None:
+        from judges.config import default_cache_dir
+
+        cache_dir = default_cache_dir()
+    root = Path(cache_dir) / "samples" / f"mvei-{SAMPLE_VERSION}"
+    path = root / "mvei.json"
+    if path.is_file():
+        return path
+    (root / "images").mkdir(parents=True, exist_ok=True)
+    data = {}
+    for i, (dimension, statement, label) in enumerate(sample_pairs()):
+        image = f"images/sample_{i:02d}.png"
+        _write_image(root / image, seed=i)
+        data[f"sample-{i:02d}"] = {
+            "image_path": image,
+            "prompt": statement,
+            "ground_truth": label,
+            "other_info": {"statement_meta": {"class": dimension}},
+        }
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
