@@ -20,7 +20,15 @@ from pathlib import Path
 import pytest
 from conftest import env_without_secrets
 
-OUR_TASKS = ["mme_emotion_all", "mme_emotion_er_lab", "mme_emotion_sample", "mvei", "mvei_sample"]
+OUR_TASKS = [
+    "mme_emotion_all",
+    "mme_emotion_er_lab",
+    "mme_emotion_sample",
+    "mvei",
+    "mvei_sample",
+    "multiemo",
+    "multiemo_sample",
+]
 PTH_NAME = "emo_tasks-autoregister.pth"
 CONSOLE_SCRIPT = Path(sys.executable).parent / ("lmms-eval.exe" if os.name == "nt" else "lmms-eval")
 SWITCH = "EMO_TASKS_AUTOREGISTER"

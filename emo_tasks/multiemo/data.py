@@ -1,0 +1,154 @@
+"""MultiEmo-Bench data in our documented format (no official file format is public).
+
+One JSON object per line (`multiemo.jsonl`):
+
+    {"id": "emoset_000123",                      # unique per file
+     "image": "images/emoset_000123.jpg",        # relative to the file's folder, or absolute
+     "votes": {"amusement": 3, "anger": 0, "awe": 12, "contentment": 9, "disgust": 0,
+               "excitement": 4, "fear": 0, "sadness": 0, "none": 1},   # annotators who selected each (0..n)
+     "n_annotators": 20,
+     "original_label": "awe",                    # the EmoSet/FI single label (one of the eight)
+     "source": "EmoSet",                         # EmoSet | FI
+     "annotators": [["awe", "contentment"], ["none"], ...]}   # optional: each annotator's selections
+
+`annotators`, when present, must list exactly `n_annotators` selections whose counts equal `votes` (it is what the
+human split-half baseline needs).  Location: `EMO_MULTIEMO_FILE`, else `EMO_DATA_ROOT/multiemo/multiemo.jsonl`,
+else the Hub dataset named by `EMO_MULTIEMO_HUB_ID` (a file in this format in the snapshot).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from emo_tasks.mme_emotion.data import DataError
+
+EMOTIONS = ("amusement", "anger", "awe", "contentment", "disgust", "excitement", "fear", "sadness")
+VOTE_KEYS = (*EMOTIONS, "none")
+SOURCES = ("EmoSet", "FI")
+_FIX = (
+    "Set EMO_DATA_ROOT to a folder containing multiemo/multiemo.jsonl (format: see emo_tasks/multiemo/data.py and "
+    "the README), or EMO_MULTIEMO_FILE to the file itself, or EMO_MULTIEMO_HUB_ID to a Hub dataset holding one."
+)
+
+
+def data_file(env: dict[str, str] | None = None) -> Path:
+    env = dict(os.environ) if env is None else env
+    if env.get("EMO_MULTIEMO_FILE"):
+        path = Path(env["EMO_MULTIEMO_FILE"]).expanduser()
+        if not path.is_file():
+            raise DataError(f"EMO_MULTIEMO_FILE={path} does not exist. {_FIX}")
+        return path
+    if env.get("EMO_DATA_ROOT"):
+        path = Path(env["EMO_DATA_ROOT"]).expanduser() / "multiemo" / "multiemo.jsonl"
+        if not path.is_file():
+            raise DataError(f"MultiEmo-Bench data not found: {path}. {_FIX}")
+        return path
+    if env.get("EMO_MULTIEMO_HUB_ID"):
+        return _hub_file(env["EMO_MULTIEMO_HUB_ID"])
+    raise DataError(f"No MultiEmo-Bench data configured. {_FIX}")
+
+
+def _hub_file(repo_id: str) -> Path:
+    try:
+        from huggingface_hub import snapshot_download
+
+        snapshot = Path(snapshot_download(repo_id=repo_id, repo_type="dataset"))
+    except Exception as exc:
+        raise DataError(f"Could not get the Hub dataset {repo_id} ({type(exc).__name__}: {exc}). {_FIX}") from exc
+    found = sorted(snapshot.rglob("multiemo.jsonl")) or sorted(snapshot.rglob("*.jsonl"))
+    if not found:
+        raise DataError(f"No .jsonl data file in the Hub snapshot {snapshot}. {_FIX}")
+    return found[0]
+
+
+def validate_row(row: Any, where: str) -> dict[str, Any]:
+    """A validated, normalised image row; DataError naming `where` otherwise."""
+    if not isinstance(row, dict):
+        raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    for key in ("id", "image", "votes", "n_annotators", "original_label", "source"):
+        if key not in row:
+            raise DataError(f"{where}: missing field {key!r}")
+    if not isinstance(row["id"], str) or not row["id"].strip():
+        raise DataError(f"{where}: id must be a non-empty string")
+    if not isinstance(row["image"], str) or not row["image"].strip():
+        raise DataError(f"{where}: image must be a path string")
+    n = row["n_annotators"]
+    if not isinstance(n, int) or isinstance(n, bool) or n < 2:
+        raise DataError(f"{where}: n_annotators must be an integer >= 2, got {n!r}")
+    votes = row["votes"]
+    if not isinstance(votes, dict):
+        raise DataError(f"{where}: votes must be an object with the keys {', '.join(VOTE_KEYS)}")
+    missing = [k for k in VOTE_KEYS if k not in votes]
+    extra = [k for k in votes if k not in VOTE_KEYS]
+    if missing or extra:
+        raise DataError(f"{where}: votes keys wrong (missing {missing}, unknown {extra}); expected {list(VOTE_KEYS)}")
+    for k in VOTE_KEYS:
+        v = votes[k]
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= n:
+            raise DataError(f"{where}: votes[{k!r}] must be an integer in 0..{n}, got {v!r}")
+    if row["original_label"] not in EMOTIONS:
+        raise DataError(f"{where}: original_label {row['original_label']!r} is not one of {', '.join(EMOTIONS)}")
+    if row["source"] not in SOURCES:
+        raise DataError(f"{where}: source must be one of {', '.join(SOURCES)}, got {row['source']!r}")
+    annotators = row.get("annotators")
+    if annotators is not None:
+        if not isinstance(annotators, list) or len(annotators) != n:
+            raise DataError(f"{where}: annotators must list {n} selections (n_annotators), got {len(annotators or [])}")
+        counts: Counter[str] = Counter()
+        for j, sel in enumerate(annotators):
+            if not isinstance(sel, list) or any(s not in VOTE_KEYS for s in sel) or len(set(sel)) != len(sel):
+                raise DataError(f"{where}: annotator {j} selection {sel!r} must be a list of distinct {VOTE_KEYS}")
+            counts.update(sel)
+        diff = {k: (counts.get(k, 0), votes[k]) for k in VOTE_KEYS if counts.get(k, 0) != votes[k]}
+        if diff:
+            raise DataError(f"{where}: annotators do not add up to votes (selected, votes): {diff}")
+    return {
+        "image_id": row["id"].strip(),
+        "image": row["image"].strip(),
+        "votes": [votes[e] for e in EMOTIONS],
+        "votes_none": votes["none"],
+        "n_annotators": n,
+        "original_label": row["original_label"],
+        "source": row["source"],
+        "annotators": annotators,
+    }
+
+
+def load_images(path: Path) -> list[dict[str, Any]]:
+    """Every image row, validated; image files must exist (all missing ones are listed); ids unique."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"MultiEmo-Bench data file not found: {path}. {_FIX}")
+    rows: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
+    missing = []
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            where = f"{path} line {n}"
+            try:
+                raw = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{where}: not valid JSON ({exc.msg})") from exc
+            row = validate_row(raw, where)
+            if row["image_id"] in seen:
+                raise DataError(f"{where}: id {row['image_id']!r} repeats line {seen[row['image_id']]}")
+            seen[row["image_id"]] = n
+            image = Path(row["image"])
+            row["image_path"] = str(image if image.is_absolute() else path.parent / image)
+            if not os.path.isfile(row["image_path"]):
+                missing.append(f"{row['image_path']} (line {n})")
+            row["line"] = n
+            rows.append(row)
+    if not rows:
+        raise DataError(f"MultiEmo-Bench data file {path} has no rows")
+    if missing:
+        shown = "\n  ".join(missing[:10])
+        more = f"\n  ... and {len(missing) - 10} more" if len(missing) > 10 else ""
+        raise DataError(f"{len(missing)} of {len(rows)} images listed in {path} are missing:\n  {shown}{more}")
+    return rows

@@ -1,0 +1,327 @@
+"""MultiEmo-Bench's optional LLM-as-a-judge stage, run over saved predictions of several models.
+
+Why a separate stage: the paper's judge variant needs *several* models' (score, reason) answers for the same
+(image, emotion), which only exist after each model's own lmms-eval run.  Candidates are shown without model or
+file names and in an order shuffled per item (seeded, reproducible) so the judge can favour neither a name nor a
+position.  The judged rows are written in the predictions format, so they can be re-scored or judged again.
+
+    python -m emo_tasks.multiemo.judge_stage --data multiemo.jsonl --predictions a.jsonl b.jsonl --out judged.jsonl
+
+Inputs: our `emo_tasks_judge/multiemo_<time>_predictions.jsonl` files or lmms-eval `--log_samples` files
+(`*_samples_multiemo*.jsonl`, the record under "precision_ours"); the shape is detected per line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import random
+import re
+import sys
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from emo_tasks.mme_emotion.data import DataError
+from judges import ImagePart, JudgeRequest, run_batch, user_message
+from judges.config import JudgeConfigError, model_for_role
+
+from . import scoring
+from .baseline import json_safe
+from .data import EMOTIONS, load_images
+
+PROMPT_FILE = Path(__file__).with_name("judge_stage.yml")
+#: Longest candidate reason shown to the judge (a runaway model answer must not swamp the prompt).
+REASON_MAX_CHARS = 600
+IMAGE_MAX_SIDE = 1024
+SAMPLES_KEY = "precision_ours"
+
+Item = tuple[str, str]  # (image_id, emotion)
+
+_FINAL_RE = re.compile(r"final\s+score\s*[:=]\s*\**\s*(-?\d+(?:\.\d+)?)", re.IGNORECASE)
+_CONCLUSION_RE = re.compile(r"conclusion\s*\**\s*[:\-]\s*\**", re.IGNORECASE)
+
+
+@lru_cache(maxsize=1)
+def prompt_spec() -> dict[str, str]:
+    """The judge prompt, kept as data so its wording can be read and changed without touching code."""
+    with open(PROMPT_FILE, encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+class Predictions(dict):
+    """{(image_id, emotion): record} of one model's parsed answers, plus what was skipped (to be counted)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+        self.n_rows = 0
+        self.n_unparsed = 0
+        self.image_ids: set[str] = set()
+
+
+# ------------------------------------------------------------------------------------------------ inputs
+def load_predictions(path: str | Path) -> Predictions:
+    """One model's parsed (score, reason) per (image_id, emotion); unparsed rows are skipped and counted.
+
+    Accepts our predictions files and lmms-eval `--log_samples` files, detected per line, because a user may have
+    either (or both) depending on how the first stage was run.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"predictions file not found: {path}")
+    out = Predictions(path)
+    seen: dict[Item, int] = {}
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            where = f"{path} line {n}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{where}: not valid JSON ({exc.msg})") from exc
+            record = _record_of(row, where)
+            key = (record["image_id"], record["emotion"])
+            if key in seen:
+                raise DataError(f"{where}: {key[0]}/{key[1]} repeats line {seen[key]} (one answer per model expected)")
+            seen[key] = n
+            out.n_rows += 1
+            out.image_ids.add(key[0])
+            # predictions files say "score"; lmms-eval sample logs carry our record's "predicted_score"
+            score = record.get("score", record.get("predicted_score"))
+            if record.get("parse_status") != "parsed" or not _is_score(score):
+                out.n_unparsed += 1
+                continue
+            out[key] = {"score": float(score), "reason": record.get("reason"), "line": n}
+    if out.n_rows == 0:
+        raise DataError(f"predictions file {path} has no rows")
+    return out
+
+
+def _record_of(row: Any, where: str) -> dict[str, Any]:
+    if isinstance(row, dict) and isinstance(row.get(SAMPLES_KEY), dict):
+        row = row[SAMPLES_KEY]  # an lmms-eval --log_samples line
+    if not isinstance(row, dict) or not isinstance(row.get("image_id"), str) or "emotion" not in row:
+        raise DataError(
+            f"{where}: neither a predictions row (image_id, emotion, score, reason, parse_status) nor an lmms-eval "
+            f"samples line with the record under {SAMPLES_KEY!r}"
+        )
+    if row["emotion"] not in EMOTIONS:
+        raise DataError(f"{where}: emotion {row['emotion']!r} is not one of {', '.join(EMOTIONS)}")
+    return row
+
+
+def _is_score(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 100
+
+
+# ------------------------------------------------------------------------------------------------ requests
+def parse_final_score(text: str | None) -> float | None:
+    """The last "Final score: N" in the answer when 0 <= N <= 100, else None."""
+    matches = _FINAL_RE.findall(text or "")
+    if not matches:
+        return None
+    value = float(matches[-1])
+    return value if 0 <= value <= 100 else None
+
+
+def final_score_validator(text: str) -> str | None:
+    """Engine validator: an answer without a usable final score is asked again, then counted as a failure."""
+    matches = _FINAL_RE.findall(text or "")
+    if not matches:
+        return "no 'Final score: <0-100>' line"
+    if parse_final_score(text) is None:
+        return f"final score {matches[-1]} is outside 0..100"
+    return None
+
+
+def conclusion_of(text: str | None) -> str | None:
+    """The judge's conclusion (the text before its final score), as the judged row's reason."""
+    if not text:
+        return None
+    finals = list(_FINAL_RE.finditer(text))
+    body = text[: finals[-1].start()] if finals else text
+    marks = list(_CONCLUSION_RE.finditer(body))
+    if marks:
+        body = body[marks[-1].end() :]
+    else:  # no "Conclusion:" label: its last paragraph
+        paragraphs = [p for p in re.split(r"\n\s*\n", body) if p.strip()]
+        body = paragraphs[-1] if paragraphs else ""
+    body = " ".join(body.replace("*", " ").split())
+    return body or None
+
+
+def order_for(seed: int, image_id: str, emotion: str, n: int) -> list[int]:
+    """A per-item permutation, reproducible from (seed, image, emotion): position bias cannot favour one model."""
+    digest = hashlib.sha256(f"{seed}\x00{image_id}\x00{emotion}".encode()).digest()
+    order = list(range(n))
+    random.Random(int.from_bytes(digest[:8], "big")).shuffle(order)
+    return order
+
+
+def _format_score(score: float) -> str:
+    return f"{score:g}"
+
+
+def _clean_reason(reason: Any) -> str:
+    text = " ".join(str(reason or "").split()).replace('"', "'")
+    if not text:
+        return prompt_spec()["no_reason"]
+    return text if len(text) <= REASON_MAX_CHARS else text[: REASON_MAX_CHARS - 3] + "..."
+
+
+def prompt_text(emotion: str, candidates: Sequence[dict[str, Any]]) -> str:
+    """The judge's text for one item; `candidates` already in their shown order (no model names in them)."""
+    spec = prompt_spec()
+    lines = [
+        spec["candidate"].format(index=i, score=_format_score(c["score"]), reason=_clean_reason(c.get("reason")))
+        for i, c in enumerate(candidates, start=1)
+    ]
+    return spec["template"].format(emotion=emotion, n_candidates=len(lines), candidates="\n".join(lines))
+
+
+def build_requests(
+    images: Sequence[dict[str, Any]], predictions_by_model: Sequence[dict[Item, dict[str, Any]]], seed: int = 0
+) -> list[tuple[Item, JudgeRequest]]:
+    """One judge request per (image, emotion) with at least one parsed prediction, in data then EMOTIONS order."""
+    out: list[tuple[Item, JudgeRequest]] = []
+    for img in images:
+        for emotion in EMOTIONS:
+            key = (img["image_id"], emotion)
+            found = [preds[key] for preds in predictions_by_model if key in preds]
+            if not found:
+                continue
+            shown = [found[i] for i in order_for(seed, key[0], emotion, len(found))]
+            request = JudgeRequest(
+                [user_message(ImagePart(img["image_path"], max_side=IMAGE_MAX_SIDE), prompt_text(emotion, shown))],
+                role="judge",
+                temperature=0.0,
+                validate=final_score_validator,
+                sample_id=f"{key[0]}/{emotion}",
+            )
+            out.append((key, request))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ the stage
+def run_judge_stage(
+    data_path: str | Path, prediction_paths: Sequence[str | Path], seed: int = 0, progress: bool | None = None
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Judge every (image, emotion) the models answered, then score the judge's finals like a model's answers.
+
+    Scored images are those named in any predictions file (a first stage run with --limit covers a subset).
+    `seed` only orders the candidates; the single-label precision keeps scoring's default draw, so judged
+    metrics stay comparable with each model's own.
+    """
+    if not prediction_paths:
+        raise DataError("no predictions files given")
+    images = load_images(Path(data_path))
+    by_id = {img["image_id"]: img for img in images}
+    predictions = [load_predictions(p) for p in prediction_paths]
+    for preds in predictions:
+        unknown = sorted(preds.image_ids - by_id.keys())
+        if unknown:
+            raise DataError(
+                f"{preds.path} has {len(unknown)} image ids not in {data_path} (e.g. {unknown[0]!r}): "
+                "were these predictions made on another data file?"
+            )
+    evaluated = [img for img in images if any(img["image_id"] in p.image_ids for p in predictions)]
+    pairs = build_requests(evaluated, predictions, seed=seed)
+    batch = run_batch([req for _, req in pairs], desc="multiemo judge stage", progress=progress)
+
+    judged: dict[Item, dict[str, Any]] = {}
+    for (key, _), result in zip(pairs, batch, strict=True):
+        n_candidates = sum(key in p for p in predictions)
+        score = parse_final_score(result.text) if result.ok else None
+        judged[key] = {
+            "image_id": key[0],
+            "emotion": key[1],
+            "score": score,
+            "reason": conclusion_of(result.text) if score is not None else None,
+            "parse_status": "parsed" if score is not None else "judge_failed",
+            "answer": result.text,
+            "n_candidates": n_candidates,
+            "judge_model": result.model,
+            "judge_error": None if score is not None else (result.error or "no final score"),
+        }
+    rows: list[dict[str, Any]] = []
+    results: list[scoring.ImageResult] = []
+    for img in evaluated:
+        scores = []
+        for emotion in EMOTIONS:
+            row = judged.get((img["image_id"], emotion)) or {
+                "image_id": img["image_id"],
+                "emotion": emotion,
+                "score": None,
+                "reason": None,
+                "parse_status": "no_candidates",
+                "answer": None,
+                "n_candidates": 0,
+                "judge_model": None,
+                "judge_error": None,
+            }
+            rows.append(row)
+            scores.append(row["score"])
+        results.append(
+            scoring.ImageResult(
+                image_id=img["image_id"],
+                votes=tuple(img["votes"]),
+                n_annotators=img["n_annotators"],
+                original_label=img["original_label"],
+                scores=tuple(scores),
+            )
+        )
+    metrics = dict(scoring.score_images(results))
+    metrics.update(
+        n_models=len(predictions),
+        n_items=len(pairs),
+        n_judge_failed=sum(r["parse_status"] == "judge_failed" for r in rows),
+        n_no_candidates=sum(r["parse_status"] == "no_candidates" for r in rows),
+        n_inputs_unparsed=sum(p.n_unparsed for p in predictions),
+        judge_model=model_for_role("judge"),
+    )
+    return rows, metrics
+
+
+def write_rows(path: str | Path, rows: Sequence[dict[str, Any]]) -> Path:
+    """Judged rows as JSON lines (atomically), readable again by `load_predictions`."""
+    from judges.audit import write_audit_jsonl
+
+    return write_audit_jsonl(path, rows)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI: judged metrics as JSON on stdout; configuration or data problems exit 2 with the fix on stderr."""
+    ap = argparse.ArgumentParser(
+        prog="python -m emo_tasks.multiemo.judge_stage",
+        description="MultiEmo-Bench LLM-as-a-judge stage over several models' saved predictions.",
+    )
+    ap.add_argument("--data", required=True, type=Path, help="MultiEmo-Bench data file (multiemo.jsonl)")
+    ap.add_argument("--predictions", required=True, nargs="+", type=Path, help="predictions or lmms-eval samples files")
+    ap.add_argument("--out", type=Path, help="write the judged rows here (predictions format)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the per-item candidate order")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", stream=sys.stderr)
+    missing = [str(p) for p in (args.data, *args.predictions) if not p.is_file()]
+    if missing:
+        print(f"error: file not found: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    try:
+        rows, metrics = run_judge_stage(args.data, args.predictions, seed=args.seed)
+    except (JudgeConfigError, DataError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.out:
+        write_rows(args.out, rows)
+    print(json.dumps(json_safe(metrics), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""The bundled MultiEmo-Bench sample: 6 generated images with 20 synthetic annotators each, chosen to hit the
+edge cases: a clear winner, two- and three-way ties for the dominant emotion, a constant vote vector (SRCC/PLCC
+undefined), all annotators answering "none", and a dominant emotion that differs from the original label.
+
+Written once under the emo_tasks cache in our documented format.  A smoke test; its numbers mean nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from .data import EMOTIONS
+
+SAMPLE_VERSION = "v1"
+N_ANNOTATORS = 20
+
+# id -> (votes per emotion in EMOTIONS order, original label, source)
+_IMAGES = {
+    "clear_awe": ((2, 0, 14, 6, 0, 3, 0, 0), "awe", "EmoSet"),
+    "tie_two": ((9, 0, 1, 2, 0, 9, 0, 0), "amusement", "EmoSet"),
+    "tie_three": ((0, 7, 0, 0, 7, 0, 7, 1), "disgust", "FI"),
+    "constant_votes": ((5, 5, 5, 5, 5, 5, 5, 5), "contentment", "FI"),
+    "all_none": ((0, 0, 0, 0, 0, 0, 0, 0), "fear", "EmoSet"),
+    "sad_not_fear": ((0, 1, 0, 0, 0, 0, 6, 13), "fear", "FI"),
+}
+
+
+def annotators_for(votes: tuple[int, ...], n: int = N_ANNOTATORS) -> list[list[str]]:
+    """n annotators' selections whose counts equal `votes` (annotators with no emotion select "none")."""
+    selections: list[list[str]] = [[] for _ in range(n)]
+    start = 0
+    for emotion, count in zip(EMOTIONS, votes, strict=True):
+        for k in range(count):
+            selections[(start + k) % n].append(emotion)
+        start = (start + count) % n
+    return [sel or ["none"] for sel in selections]
+
+
+def _write_image(path: Path, seed: int) -> None:
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    img = rng.integers(0, 256, size=(72, 96, 3), dtype=np.uint8)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp.png")
+    Image.fromarray(img).save(tmp, format="PNG")
+    os.replace(tmp, path)
+
+
+def sample_file(cache_dir: Path | None = None) -> Path:
+    """`multiemo.jsonl` plus its images, generated on first use."""
+    if cache_dir is None:
+        from judges.config import default_cache_dir
+
+        cache_dir = default_cache_dir()
+    root = Path(cache_dir) / "samples" / f"multiemo-{SAMPLE_VERSION}"
+    path = root / "multiemo.jsonl"
+    if path.is_file():
+        return path
+    (root / "images").mkdir(parents=True, exist_ok=True)
+    lines = []
+    for i, (image_id, (votes, original, source)) in enumerate(_IMAGES.items()):
+        image = f"images/{image_id}.png"
+        _write_image(root / image, seed=i)
+        annotators = annotators_for(votes)
+        counts = {e: sum(e in a for a in annotators) for e in EMOTIONS}
+        counts["none"] = sum(a == ["none"] for a in annotators)
+        lines.append(
+            json.dumps(
+                {
+                    "id": image_id,
+                    "image": image,
+                    "votes": counts,
+                    "n_annotators": N_ANNOTATORS,
+                    "original_label": original,
+                    "source": source,
+                    "annotators": annotators,
+                }
+            )
+        )
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
