@@ -22,14 +22,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from emo_tasks.common import DataError
+
 from .protocol import TaskSpec, spec_for, task_specs
 
 HUB_ID = "Karl28/MME-Emotion"
 _SNIFF_BYTES = 1 << 14
-
-
-class DataError(ValueError):
-    """Bad or missing MME-Emotion data; the message names the file or row and the fix."""
 
 
 # ------------------------------------------------------------------------------------------------------ roots

@@ -19,6 +19,8 @@ from typing import Any
 
 from loguru import logger
 
+from emo_tasks.common import placeholder_name
+
 from . import scoring
 from .data import DataError, benchmark_root, check_videos_exist, load_task_docs, probe_video
 from .judge import clue_mode, judge_mode, judge_outcomes, judge_protocol, offline_outcomes
@@ -47,9 +49,7 @@ def process_docs(dataset: Any) -> Any:
     """Replace lmms-eval's placeholder row with the task's validated rows (see `emo_tasks/lmms_patch.py`)."""
     import datasets
 
-    if len(dataset) == 0 or "emo_source" not in dataset.column_names:
-        raise DataError("MME-Emotion tasks must be loaded with dataset_path: emo_tasks (placeholder row missing)")
-    source, key = parse_source(dataset[0]["emo_source"])
+    source, key = parse_source(placeholder_name(dataset, "MME-Emotion"))
     spec = spec_for(key)
     judge_mode(source)  # fail fast, before inference, when no judge is configured for a real run
     if source == "sample":

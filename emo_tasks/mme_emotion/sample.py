@@ -15,6 +15,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from emo_tasks.common import atomic_write_text, sample_dir
+
 from .protocol import task_specs
 
 SAMPLE_VERSION = "v1"
@@ -101,11 +103,7 @@ def sample_rows() -> dict[str, list[dict[str, Any]]]:
 
 def sample_root(cache_dir: Path | None = None) -> Path:
     """The sample in the official layout, generated on first use under the emo_tasks cache (EMO_CACHE_DIR)."""
-    if cache_dir is None:
-        from judges.config import default_cache_dir
-
-        cache_dir = default_cache_dir()
-    root = Path(cache_dir) / "samples" / f"mme_emotion-{SAMPLE_VERSION}"
+    root = sample_dir(f"mme_emotion-{SAMPLE_VERSION}", cache_dir)
     marker = root / ".complete"
     if marker.is_file():
         return root
@@ -129,7 +127,4 @@ def sample_root(cache_dir: Path | None = None) -> Path:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(data, indent=1, ensure_ascii=False))

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.mme_emotion.data import DataError
+from emo_tasks.common import DataError
 
 from . import scoring
 from .data import load_images

@@ -24,7 +24,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.mme_emotion.data import DataError
+from emo_tasks.common import DataError
 
 EMOTIONS = ("amusement", "anger", "awe", "contentment", "disgust", "excitement", "fear", "sadness")
 VOTE_KEYS = (*EMOTIONS, "none")

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from emo_tasks.mme_emotion.data import DataError
+from emo_tasks.common import DataError, placeholder_name
 
 from . import scoring
 from .data import EMOTIONS, data_file, load_images
@@ -47,9 +47,7 @@ def process_docs(dataset: Any) -> Any:
     """Replace the placeholder row (`dataset_name: multiemo/<benchmark|sample>`) with 8 docs per image."""
     import datasets
 
-    if len(dataset) == 0 or "emo_source" not in dataset.column_names:
-        raise DataError("MultiEmo tasks must be loaded with dataset_path: emo_tasks (placeholder row missing)")
-    name = dataset[0]["emo_source"]
+    name = placeholder_name(dataset, "MultiEmo")
     if name == "multiemo/sample":
         from .sample import sample_file
 
@@ -113,16 +111,19 @@ def image_results(records: Sequence[dict[str, Any]]) -> list[scoring.ImageResult
             img = _images.get(key)
             if img is None:
                 raise KeyError(f"MultiEmo image {key} was not loaded in this process (process_docs did not run?)")
-            out.append(
-                scoring.ImageResult(
-                    image_id=img["image_id"],
-                    votes=tuple(img["votes"]),
-                    n_annotators=img["n_annotators"],
-                    original_label=img["original_label"],
-                    scores=tuple(scores.get(e) for e in EMOTIONS),
-                )
-            )
+            out.append(image_result(img, [scores.get(e) for e in EMOTIONS]))
     return out
+
+
+def image_result(img: dict[str, Any], scores: Sequence[float | None]) -> scoring.ImageResult:
+    """One loaded image row (data.load_images) with its 8 predicted scores (None = no usable score)."""
+    return scoring.ImageResult(
+        image_id=img["image_id"],
+        votes=tuple(img["votes"]),
+        n_annotators=img["n_annotators"],
+        original_label=img["original_label"],
+        scores=tuple(scores),
+    )
 
 
 _memo_lock = threading.Lock()

@@ -27,13 +27,14 @@ from typing import Any
 
 import yaml
 
-from emo_tasks.mme_emotion.data import DataError
+from emo_tasks.common import DataError
 from judges import ImagePart, JudgeRequest, run_batch, user_message
 from judges.config import JudgeConfigError, model_for_role
 
 from . import scoring
 from .baseline import json_safe
 from .data import EMOTIONS, load_images
+from .hooks import image_result
 
 PROMPT_FILE = Path(__file__).with_name("judge_stage.yml")
 #: Longest candidate reason shown to the judge (a runaway model answer must not swamp the prompt).
@@ -268,15 +269,7 @@ def run_judge_stage(
             }
             rows.append(row)
             scores.append(row["score"])
-        results.append(
-            scoring.ImageResult(
-                image_id=img["image_id"],
-                votes=tuple(img["votes"]),
-                n_annotators=img["n_annotators"],
-                original_label=img["original_label"],
-                scores=tuple(scores),
-            )
-        )
+        results.append(image_result(img, scores))
     metrics = dict(scoring.score_images(results))
     metrics.update(
         n_models=len(predictions),

@@ -8,8 +8,9 @@ Written once under the emo_tasks cache in our documented format.  A smoke test; 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
+
+from emo_tasks.common import atomic_save_png, atomic_write_text, sample_dir
 
 from .data import EMOTIONS
 
@@ -40,22 +41,13 @@ def annotators_for(votes: tuple[int, ...], n: int = N_ANNOTATORS) -> list[list[s
 
 def _write_image(path: Path, seed: int) -> None:
     import numpy as np
-    from PIL import Image
 
-    rng = np.random.default_rng(seed)
-    img = rng.integers(0, 256, size=(72, 96, 3), dtype=np.uint8)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp.png")
-    Image.fromarray(img).save(tmp, format="PNG")
-    os.replace(tmp, path)
+    atomic_save_png(path, np.random.default_rng(seed).integers(0, 256, size=(72, 96, 3), dtype=np.uint8))
 
 
 def sample_file(cache_dir: Path | None = None) -> Path:
     """`multiemo.jsonl` plus its images, generated on first use."""
-    if cache_dir is None:
-        from judges.config import default_cache_dir
-
-        cache_dir = default_cache_dir()
-    root = Path(cache_dir) / "samples" / f"multiemo-{SAMPLE_VERSION}"
+    root = sample_dir(f"multiemo-{SAMPLE_VERSION}", cache_dir)
     path = root / "multiemo.jsonl"
     if path.is_file():
         return path
@@ -80,7 +72,5 @@ def sample_file(cache_dir: Path | None = None) -> Path:
                 }
             )
         )
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(path, "\n".join(lines) + "\n")
     return path

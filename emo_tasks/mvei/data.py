@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.mme_emotion.data import DataError  # one error type for all our loaders
+from emo_tasks.common import DataError
 
 HUB_ID = "wudq/MVEI"
 DIMENSIONS = ("sentiment polarity", "emotion interpretation", "scene context", "perception subjectivity")

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from emo_tasks.mme_emotion.data import DataError
+from emo_tasks.common import DataError, placeholder_name
 
 from . import scoring
 from .data import data_file, load_docs, load_image
@@ -44,9 +44,7 @@ def process_docs(dataset: Any) -> Any:
     """Replace lmms-eval's placeholder row (`dataset_name: mvei/<benchmark|sample>`) with the validated pairs."""
     import datasets
 
-    if len(dataset) == 0 or "emo_source" not in dataset.column_names:
-        raise DataError("MVEI tasks must be loaded with dataset_path: emo_tasks (placeholder row missing)")
-    name = dataset[0]["emo_source"]
+    name = placeholder_name(dataset, "MVEI")
     if name == "mvei/sample":
         from .sample import sample_file
 

@@ -7,8 +7,9 @@ loader).  A smoke test: its statements are ours and its numbers mean nothing abo
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
+
+from emo_tasks.common import atomic_save_png, atomic_write_text, sample_dir
 
 SAMPLE_VERSION = "v1"
 
@@ -23,24 +24,16 @@ def sample_pairs() -> list[tuple[str, str, str]]:
 
 def _write_image(path: Path, seed: int) -> None:
     import numpy as np
-    from PIL import Image
 
     rng = np.random.default_rng(seed)
     base = rng.integers(0, 256, size=3)
     yy, xx = np.mgrid[0:96, 0:128]
-    img = np.stack([(xx * 2 + base[0]) % 256, (yy * 2 + base[1]) % 256, np.full_like(xx, base[2])], axis=-1)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp.png")
-    Image.fromarray(img.astype("uint8")).save(tmp, format="PNG")
-    os.replace(tmp, path)
+    atomic_save_png(path, np.stack([(xx * 2 + base[0]) % 256, (yy * 2 + base[1]) % 256, np.full_like(xx, base[2])], -1))
 
 
 def sample_file(cache_dir: Path | None = None) -> Path:
     """`mvei.json` (standard format) plus its images, generated on first use."""
-    if cache_dir is None:
-        from judges.config import default_cache_dir
-
-        cache_dir = default_cache_dir()
-    root = Path(cache_dir) / "samples" / f"mvei-{SAMPLE_VERSION}"
+    root = sample_dir(f"mvei-{SAMPLE_VERSION}", cache_dir)
     path = root / "mvei.json"
     if path.is_file():
         return path
@@ -55,7 +48,5 @@ def sample_file(cache_dir: Path | None = None) -> Path:
             "ground_truth": label,
             "other_info": {"statement_meta": {"class": dimension}},
         }
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(data, indent=1, ensure_ascii=False))
     return path

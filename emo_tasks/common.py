@@ -1,0 +1,46 @@
+"""Small pieces every benchmark's loader and hooks share: the lmms-eval placeholder row, the sample cache folder,
+and writes that a concurrent reader (another rank) never sees half done."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+
+class DataError(ValueError):
+    """Bad or missing benchmark data; the message names the file or row and the fix."""
+
+
+def placeholder_name(dataset: Any, family: str) -> str:
+    """The `dataset_name` that `emo_tasks.lmms_patch` put in the placeholder row (e.g. "mvei/sample")."""
+    if len(dataset) == 0 or "emo_source" not in dataset.column_names:
+        raise DataError(f"{family} tasks must be loaded with dataset_path: emo_tasks (placeholder row missing)")
+    return str(dataset[0]["emo_source"])
+
+
+def sample_dir(name: str, cache_dir: Path | None = None) -> Path:
+    """Where a bundled sample is generated: `<EMO_CACHE_DIR>/samples/<name>`."""
+    if cache_dir is None:
+        from judges.config import default_cache_dir
+
+        cache_dir = default_cache_dir()
+    return Path(cache_dir) / "samples" / name
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a per-process temporary file and rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def atomic_save_png(path: Path, pixels: Any) -> None:
+    """Save an RGB uint8 array as PNG via a temporary file and rename."""
+    from PIL import Image
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.png")
+    Image.fromarray(pixels.astype("uint8")).save(tmp, format="PNG")
+    os.replace(tmp, path)
