@@ -60,17 +60,9 @@ def process_docs(dataset: Any) -> Any:
     with _images_lock:
         for img in images:
             _images[(source, img["image_id"])] = img
-    # the votes travel with each doc so that lmms-eval's sample log alone can be re-scored (emo-tasks report)
+    # (lmms-eval 0.7.3 drops `doc` from its sample log: `emo-tasks report` reads the votes from the data file)
     docs = [
-        {
-            "image_id": img["image_id"],
-            "emotion": emotion,
-            "image_path": img["image_path"],
-            "votes": img["votes"],
-            "n_annotators": img["n_annotators"],
-            "original_label": img["original_label"],
-            "data_source": source,
-        }
+        {"image_id": img["image_id"], "emotion": emotion, "image_path": img["image_path"], "data_source": source}
         for img in images
         for emotion in EMOTIONS
     ]

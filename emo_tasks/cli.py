@@ -1,0 +1,253 @@
+"""`emo-tasks`: report / compare / agreement over lmms-eval output folders (files in, files out, offline).
+
+    emo-tasks report RUN_DIR... [--format md|csv|json] [--out FILE] [--plot FILE.png] [--resamples N] [--seed S]
+    emo-tasks compare BASE_RUN NEW_RUN [--metric M ...] [--max-drop X] [--alpha 0.05] [--force]
+    emo-tasks agreement JUDGE_FILE HUMAN_FILE [--icc-form ICC(2,1)] [--format text|json]
+
+Exit codes: 0 ok; 1 `compare` found a significant drop larger than --max-drop (a regression gate for CI);
+2 unusable input (unreadable run, runs that differ in data / prompts / judges without --force, no overlap).
+
+Agreement input: JSONL, one rating per line, `{"item": "<id>", "rating": <number>}`.  `item` is any string id
+(e.g. "<video_id>#step3"); both files must rate on the same scale; ratings are joined on `item`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from . import report
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="emo-tasks", description="Reports and regression checks for emo-tasks runs.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("report", help="paper-style tables (with bootstrap CIs) for one or more runs")
+    r.add_argument("runs", nargs="+", metavar="RUN_DIR", help="lmms-eval --output_path folders")
+    r.add_argument("--format", choices=("md", "csv", "json"), default="md")
+    r.add_argument("--out", help="write here instead of stdout")
+    r.add_argument("--plot", help="also write a PNG with one panel per benchmark")
+    r.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
+    r.add_argument("--seed", type=int, default=0)
+
+    c = sub.add_parser("compare", help="paired regression test of NEW_RUN against BASE_RUN")
+    c.add_argument("base", metavar="BASE_RUN")
+    c.add_argument("new", metavar="NEW_RUN")
+    c.add_argument("--metric", action="append", default=[], help="metric or TASK:METRIC (repeatable)")
+    c.add_argument("--max-drop", type=float, default=0.0, help="tolerated drop in the metric's units (default 0)")
+    c.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    c.add_argument("--force", action="store_true", help="compare even when data, prompts or judges differ")
+    c.add_argument("--resamples", type=int, default=1000)
+    c.add_argument("--seed", type=int, default=0)
+
+    a = sub.add_parser("agreement", help="judge-vs-human agreement (Spearman, Cohen's kappa, ICC)")
+    a.add_argument("judge", metavar="JUDGE_FILE")
+    a.add_argument("human", metavar="HUMAN_FILE")
+    a.add_argument("--icc-form", default="ICC(2,1)", choices=("ICC(1,1)", "ICC(2,1)", "ICC(3,1)"))
+    a.add_argument("--format", choices=("text", "json"), default="text")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `emo-tasks` console script; returns the exit code (see the module docstring)."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "report":
+            return cmd_report(args)
+        if args.command == "compare":
+            return cmd_compare(args)
+        return cmd_agreement(args)
+    except report.ReportError as exc:
+        print(f"emo-tasks {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+def _emit(text: str, out: str | None) -> None:
+    if out:
+        Path(out).write_text(text, encoding="utf-8")
+        print(f"wrote {out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Tables for every run; missing files become notes (exit 0), only an unreadable run is an error."""
+    runs = [report.load_run(p) for p in args.runs]
+    report.label_runs(runs)
+    if args.format == "md":
+        text = report.render_markdown(runs, report.build_tables(runs, args.resamples, args.seed))
+    elif args.format == "csv":
+        text = report.render_csv(runs, args.resamples, args.seed)
+        for note in report.missing_notes(runs):
+            print(f"note: {note}", file=sys.stderr)
+    else:
+        text = json.dumps(report.leaderboard(runs, args.resamples, args.seed), indent=2, ensure_ascii=False) + "\n"
+    _emit(text, args.out)
+    if args.plot:
+        report.plot(runs, args.plot, args.resamples, args.seed)
+        print(f"wrote {args.plot}", file=sys.stderr)
+    return 0
+
+
+def _fmt(x: float | None, digits: int = 3) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Exit 1 on a significant drop beyond --max-drop, 2 when the runs are not comparable (unless --force)."""
+    base, new = report.load_run(args.base), report.load_run(args.new)
+    reasons = report.mismatches(base, new)
+    if args.metric:
+        pairs, unmatched = report.select_metrics(base, new, args.metric)
+        if unmatched:
+            print(f"emo-tasks compare: no metric {', '.join(unmatched)} in both runs", file=sys.stderr)
+            return 2
+    else:
+        pairs = report.default_metrics(base, new)
+    if not pairs and not reasons:
+        reasons.append("data: no metric is present in both runs")
+    results, skipped = [], []
+    for task, metric in pairs:
+        r = report.compare_metric(base, new, task, metric, args.resamples, args.seed)
+        if isinstance(r, str):
+            (reasons if r.startswith("data:") else skipped).append(r)
+        else:
+            results.append(r)
+    if not results and skipped:
+        reasons.append("data: no metric has per-sample values in both runs (" + "; ".join(skipped) + ")")
+        skipped = []
+    if reasons and not args.force:
+        print("emo-tasks compare: the runs are not comparable (use --force to compare anyway):", file=sys.stderr)
+        for reason in reasons:
+            print(f"  - {reason}", file=sys.stderr)
+        return 2
+    for reason in reasons:
+        print(f"warning (--force): {reason}", file=sys.stderr)
+    for s in skipped:
+        print(f"skipped: {s}", file=sys.stderr)
+
+    header = ["task", "metric", "base", "new", "delta", "95% CI", "p", "n", "test", "verdict"]
+    rows, failed = [], []
+    for r in results:
+        regression = r.p_value < args.alpha and r.drop > args.max_drop
+        significant = r.p_value < args.alpha
+        verdict = (
+            "REGRESSION"
+            if regression
+            else ("better" if significant and r.drop < 0 else ("drop <= max-drop" if significant else "n.s."))
+        )
+        if regression:
+            failed.append(r)
+        rows.append(
+            [
+                r.task,
+                r.metric,
+                _fmt(r.base),
+                _fmt(r.new),
+                f"{r.delta:+.3f}",
+                f"[{r.low:+.3f}, {r.high:+.3f}]",
+                f"{r.p_value:.4f}",
+                str(r.n),
+                r.method,
+                verdict,
+            ]
+        )
+    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(header)]
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+    print(
+        f"\nbase: {args.base}\nnew:  {args.new}\ndelta = new - base; lower-is-better metrics: "
+        f"{', '.join(sorted(report.LOWER_IS_BETTER))}; alpha {args.alpha}, max drop {args.max_drop}"
+    )
+    if failed:
+        names = ", ".join(f"{r.task}:{r.metric}" for r in failed)
+        print(f"emo-tasks compare: significant drop in {names}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _read_ratings(path: str) -> dict[str, float]:
+    """item -> rating; a malformed line or a repeated item is an error naming the line."""
+    out: dict[str, float] = {}
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise report.ReportError(f"{path}: {exc}") from exc
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            item, rating = str(obj["item"]), float(obj["rating"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise report.ReportError(f'{path}:{i}: expected {{"item": "<id>", "rating": <number>}} ({exc})') from exc
+        if not math.isfinite(rating):
+            raise report.ReportError(f"{path}:{i}: rating must be a finite number")
+        if item in out:
+            raise report.ReportError(f"{path}:{i}: item {item!r} is rated twice")
+        out[item] = rating
+    return out
+
+
+def _measure(fn: Any, *a: Any) -> float | str:
+    try:
+        return fn(*a)
+    except ValueError as exc:
+        return f"undefined ({exc})"
+
+
+def cmd_agreement(args: argparse.Namespace) -> int:
+    """Spearman, Cohen's kappa and ICC on the items both files rate; exit 2 when they share none."""
+    import numpy as np
+
+    from . import stats
+
+    judge, human = _read_ratings(args.judge), _read_ratings(args.human)
+    items = [k for k in judge if k in human]
+    only_judge = len(judge) - len(items)
+    only_human = len(human) - len(items)
+    if not items:
+        print(
+            f"emo-tasks agreement: no item is rated in both files ({len(judge)} judge, {len(human)} human items)",
+            file=sys.stderr,
+        )
+        return 2
+    x = [judge[k] for k in items]
+    y = [human[k] for k in items]
+    try:
+        a = stats.agreement(x, y, icc_form=args.icc_form)
+        values: dict[str, float | str] = {"spearman": a.spearman, "cohen_kappa": a.cohen_kappa, "icc": a.icc}
+    except ValueError:  # one measure undefined: report the others
+        values = {
+            "spearman": _measure(stats.spearman, x, y),
+            "cohen_kappa": _measure(stats.cohen_kappa, np.round(x, 9).tolist(), np.round(y, 9).tolist()),
+            "icc": _measure(stats.icc, np.column_stack([x, y]), args.icc_form),
+        }
+    doc = {
+        "n": len(items),
+        **values,
+        "icc_form": args.icc_form,
+        "missing": {"only_in_judge": only_judge, "only_in_human": only_human},
+        "judge_file": args.judge,
+        "human_file": args.human,
+    }
+    if args.format == "json":
+        print(json.dumps(doc, indent=2))
+    else:
+
+        def f(v: float | str) -> str:
+            return v if isinstance(v, str) else f"{v:.4f}"
+
+        print(f"n (items in both)   {len(items)}")
+        print(f"Spearman's rho      {f(values['spearman'])}")
+        print(f"Cohen's kappa       {f(values['cohen_kappa'])}")
+        print(f"{args.icc_form:<19} {f(values['icc'])}")
+        print(f"missing             {only_judge} only in judge file, {only_human} only in human file")
+    return 0
