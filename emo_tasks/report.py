@@ -50,27 +50,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from emo_tasks.multiemo.scoring import DISTRIBUTION_METRICS
+from emo_tasks.multiemo.scoring import LOWER_IS_BETTER as MULTIEMO_LOWER_IS_BETTER
+from emo_tasks.mvei.scoring import DIMENSIONS as MVEI_DIMENSIONS
+
 SCHEMA = "emo-tasks/leaderboard/1"
 
 MME_METRICS = ("avg_step", "avg_token", "rec_s", "rea_s", "cot_s")
 MME_TITLES = {"avg_step": "Avg Step", "avg_token": "Avg Token", "rec_s": "Rec-S", "rea_s": "Rea-S", "cot_s": "CoT-S"}
-MVEI_DIMS = ("sentiment polarity", "emotion interpretation", "scene context", "perception subjectivity")
-MVEI_METRICS = tuple("acc_" + d.replace(" ", "_") for d in MVEI_DIMS) + ("acc_total", "positive_ratio", "give_up_ratio")
-MULTIEMO_METRICS = (
-    "precision_ours",
-    "precision_original",
-    "precision_single",
-    "cheb",
-    "canberra",
-    "wasserstein",
-    "kl",
-    "js",
-    "cosine",
-    "srcc",
-    "plcc",
+MVEI_METRICS = tuple("acc_" + d.replace(" ", "_") for d in MVEI_DIMENSIONS) + (
+    "acc_total",
+    "positive_ratio",
+    "give_up_ratio",
 )
+MULTIEMO_METRICS = ("precision_ours", "precision_original", "precision_single", *DISTRIBUTION_METRICS)
 #: Metrics where a rise is a regression (everything else: higher is better).
-LOWER_IS_BETTER = frozenset({"cheb", "canberra", "wasserstein", "kl", "js", "give_up_ratio"})
+LOWER_IS_BETTER = frozenset({m for m, lower in MULTIEMO_LOWER_IS_BETTER.items() if lower} | {"give_up_ratio"})
 #: Metrics on a 0-100 scale whose per-sample values are 0/100 outcomes: McNemar applies to value/100.
 PERCENT_METRICS = frozenset({"rec_s", "rea_s", "cot_s", "rec_s_strict", *MVEI_METRICS, *MULTIEMO_METRICS[:3]})
 #: What `compare` tests when no --metric is given: quality scores at benchmark level.
