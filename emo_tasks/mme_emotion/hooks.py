@@ -25,6 +25,7 @@ from . import scoring
 from .data import DataError, benchmark_root, check_videos_exist, load_task_docs, probe_video
 from .judge import clue_mode, judge_mode, judge_outcomes, judge_protocol, offline_outcomes
 from .protocol import model_prompt, prompt_hashes, spec_for
+from .remux import model_ready_path
 
 METRICS = ("rec_s", "rea_s", "cot_s", "rec_s_strict", "avg_step", "avg_token", "n_scored", "n_judge_failed")
 
@@ -79,9 +80,11 @@ def lookup_doc(record: dict[str, Any]) -> dict[str, Any]:
 def doc_to_visual(doc: dict[str, Any]) -> list[str]:
     """`[video_path]`: what lmms-eval's video models (and omni models reading the audio track) take.
 
-    The file is probed (opened, one frame decoded) first, so a corrupt video fails here naming the file."""
+    The file is probed (opened, one frame decoded) first, so a corrupt video fails here naming the file.  Containers
+    that some model classes do not take as video (.mkv, .webm, ...) are handed over as a cached .mp4 remux
+    (see remux.py)."""
     probe_video(doc["video_path"])
-    return [doc["video_path"]]
+    return [model_ready_path(doc["video_path"])]
 
 
 def _kwargs(lmms_eval_specific_kwargs: dict[str, Any] | None) -> dict[str, Any]:
