@@ -81,12 +81,15 @@ def test_prompt_medium_and_messages() -> None:
 
 
 def test_doc_to_messages_puts_the_media_first(tmp_path: Path) -> None:
-    clip = write_clip(tmp_path / "c.mkv")
+    clip = write_clip(tmp_path / "c.mp4")
     doc = {"mme_task": "IR", "label_set": ["neutral", "agreeing"], "video_path": str(clip)}
     msgs = hooks.doc_to_messages(doc, {"medium": "video"})
     assert msgs[0]["content"][0] == {"type": "video", "url": str(clip)}
     assert msgs[0]["content"][1]["type"] == "text"
     assert hooks.doc_to_messages(doc, {"medium": "audio"})[0]["content"][0]["type"] == "audio"
+    mkv = write_clip(tmp_path / "d.mkv")  # chat models get the same .mp4 remux as doc_to_visual
+    url = hooks.doc_to_messages({**doc, "video_path": str(mkv)}, {"medium": "video"})[0]["content"][0]["url"]
+    assert url.endswith(".mp4") and url == hooks.doc_to_visual({"video_path": str(mkv)})[0]
 
 
 def _snapshot() -> dict:
