@@ -3,7 +3,10 @@ and writes that a concurrent reader (another rank) never sees half done."""
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -44,3 +47,25 @@ def atomic_save_png(path: Path, pixels: Any) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.png")
     Image.fromarray(pixels.astype("uint8")).save(tmp, format="PNG")
     os.replace(tmp, path)
+
+
+def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, object) for every non-blank line; a line that is not JSON is a DataError naming it."""
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path} line {n}: not valid JSON ({exc.msg})") from exc
+            yield n, obj
+
+
+@cache
+def load_yaml(path: str) -> Any:
+    """A package data file (prompts, protocol tables), parsed once per process."""
+    import yaml
+
+    with open(path, encoding="utf-8") as fh:
+        return yaml.safe_load(fh)

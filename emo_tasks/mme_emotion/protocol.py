@@ -66,11 +66,11 @@ class TaskSpec:
         return [part.strip() for part in label.split(self.label_separator) if part.strip()]
 
 
-@lru_cache(maxsize=1)
 def protocol() -> dict[str, Any]:
-    """The parsed protocol.yml."""
-    with open(PROTOCOL_FILE, encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+    """The parsed protocol.yml (once per process)."""
+    from emo_tasks.common import load_yaml
+
+    return load_yaml(str(PROTOCOL_FILE))
 
 
 @lru_cache(maxsize=1)

@@ -18,13 +18,12 @@ else the Hub dataset named by `EMO_MULTIEMO_HUB_ID` (a file in this format in th
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.common import DataError
+from emo_tasks.common import DataError, iter_jsonl
 
 EMOTIONS = ("amusement", "anger", "awe", "contentment", "disgust", "excitement", "fear", "sadness")
 VOTE_KEYS = (*EMOTIONS, "none")
@@ -126,25 +125,18 @@ def load_images(path: Path) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
     missing = []
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            where = f"{path} line {n}"
-            try:
-                raw = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{where}: not valid JSON ({exc.msg})") from exc
-            row = validate_row(raw, where)
-            if row["image_id"] in seen:
-                raise DataError(f"{where}: id {row['image_id']!r} repeats line {seen[row['image_id']]}")
-            seen[row["image_id"]] = n
-            image = Path(row["image"])
-            row["image_path"] = str(image if image.is_absolute() else path.parent / image)
-            if not os.path.isfile(row["image_path"]):
-                missing.append(f"{row['image_path']} (line {n})")
-            row["line"] = n
-            rows.append(row)
+    for n, raw in iter_jsonl(path):
+        where = f"{path} line {n}"
+        row = validate_row(raw, where)
+        if row["image_id"] in seen:
+            raise DataError(f"{where}: id {row['image_id']!r} repeats line {seen[row['image_id']]}")
+        seen[row["image_id"]] = n
+        image = Path(row["image"])
+        row["image_path"] = str(image if image.is_absolute() else path.parent / image)
+        if not os.path.isfile(row["image_path"]):
+            missing.append(f"{row['image_path']} (line {n})")
+        row["line"] = n
+        rows.append(row)
     if not rows:
         raise DataError(f"MultiEmo-Bench data file {path} has no rows")
     if missing:

@@ -21,13 +21,10 @@ import random
 import re
 import sys
 from collections.abc import Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from emo_tasks.common import DataError
+from emo_tasks.common import DataError, iter_jsonl, load_yaml
 from judges import ImagePart, JudgeRequest, run_batch, user_message
 from judges.config import JudgeConfigError, model_for_role
 
@@ -48,11 +45,9 @@ _FINAL_RE = re.compile(r"final\s+score\s*[:=]\s*\**\s*(-?\d+(?:\.\d+)?)", re.IGN
 _CONCLUSION_RE = re.compile(r"conclusion\s*\**\s*[:\-]\s*\**", re.IGNORECASE)
 
 
-@lru_cache(maxsize=1)
 def prompt_spec() -> dict[str, str]:
     """The judge prompt, kept as data so its wording can be read and changed without touching code."""
-    with open(PROMPT_FILE, encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+    return load_yaml(str(PROMPT_FILE))
 
 
 class Predictions(dict):
@@ -78,28 +73,21 @@ def load_predictions(path: str | Path) -> Predictions:
         raise DataError(f"predictions file not found: {path}")
     out = Predictions(path)
     seen: dict[Item, int] = {}
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            where = f"{path} line {n}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{where}: not valid JSON ({exc.msg})") from exc
-            record = _record_of(row, where)
-            key = (record["image_id"], record["emotion"])
-            if key in seen:
-                raise DataError(f"{where}: {key[0]}/{key[1]} repeats line {seen[key]} (one answer per model expected)")
-            seen[key] = n
-            out.n_rows += 1
-            out.image_ids.add(key[0])
-            # predictions files say "score"; lmms-eval sample logs carry our record's "predicted_score"
-            score = record.get("score", record.get("predicted_score"))
-            if record.get("parse_status") != "parsed" or not _is_score(score):
-                out.n_unparsed += 1
-                continue
-            out[key] = {"score": float(score), "reason": record.get("reason"), "line": n}
+    for n, row in iter_jsonl(path):
+        where = f"{path} line {n}"
+        record = _record_of(row, where)
+        key = (record["image_id"], record["emotion"])
+        if key in seen:
+            raise DataError(f"{where}: {key[0]}/{key[1]} repeats line {seen[key]} (one answer per model expected)")
+        seen[key] = n
+        out.n_rows += 1
+        out.image_ids.add(key[0])
+        # predictions files say "score"; lmms-eval sample logs carry our record's "predicted_score"
+        score = record.get("score", record.get("predicted_score"))
+        if record.get("parse_status") != "parsed" or not _is_score(score):
+            out.n_unparsed += 1
+            continue
+        out[key] = {"score": float(score), "reason": record.get("reason"), "line": n}
     if out.n_rows == 0:
         raise DataError(f"predictions file {path} has no rows")
     return out

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.common import DataError
+from emo_tasks.common import DataError, iter_jsonl
 
 HUB_ID = "wudq/MVEI"
 DIMENSIONS = ("sentiment polarity", "emotion interpretation", "scene context", "perception subjectivity")
@@ -68,16 +68,7 @@ def _read_rows(path: Path) -> list[tuple[str, Any]]:
     """(row id, raw row) pairs from either format."""
     try:
         if path.suffix == ".jsonl":
-            rows = []
-            with open(path, encoding="utf-8") as fh:
-                for n, line in enumerate(fh, start=1):
-                    if not line.strip():
-                        continue
-                    try:
-                        rows.append((f"line {n}", json.loads(line)))
-                    except json.JSONDecodeError as exc:
-                        raise DataError(f"{path} line {n}: not valid JSON ({exc.msg})") from exc
-            return rows
+            return [(f"line {n}", row) for n, row in iter_jsonl(path)]
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
     except json.JSONDecodeError as exc:

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from emo_tasks.common import DataError, placeholder_name
+from emo_tasks.common import DataError, load_yaml, placeholder_name
 
 from . import scoring
 from .data import data_file, load_docs, load_image
@@ -34,10 +31,9 @@ METRICS = (
 )
 
 
-@lru_cache(maxsize=1)
 def protocol() -> dict[str, Any]:
-    with open(PROTOCOL_FILE, encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+    """The prompt template (protocol.yml), parsed once."""
+    return load_yaml(str(PROTOCOL_FILE))
 
 
 def process_docs(dataset: Any) -> Any:
