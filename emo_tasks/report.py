@@ -651,7 +651,11 @@ def plot(runs: Sequence[Run], path: str | Path, resamples: int = 1000, seed: int
                     ],
                 ]
             )
-            ax.bar(x + (i - (len(runs) - 1) / 2) * width, heights, width, yerr=err, capsize=3, label=run.label)
+            positions = x + (i - (len(runs) - 1) / 2) * width
+            ax.bar(positions, heights, width, yerr=err, capsize=3, label=run.label)
+            for pos, c in zip(positions, cells, strict=True):
+                if c.value is None:  # not available: say so instead of drawing a zero
+                    ax.text(pos, 1, "n/a", ha="center", va="bottom", fontsize=7, rotation=90)
         ax.set_title(title)
         ax.set_xticks(x)
         ax.set_xticklabels(
@@ -660,7 +664,7 @@ def plot(runs: Sequence[Run], path: str | Path, resamples: int = 1000, seed: int
         ax.set_ylabel(ylabel)
         ax.set_xlabel("metric")
         ax.set_ylim(0, 105)
-    fig.suptitle("emo-tasks: bars = value, whiskers = 95 % bootstrap CI (n/a drawn as 0)")
+    fig.suptitle("emo-tasks: bars = value, whiskers = 95 % bootstrap CI, n/a = not available")
     handles, labels = axes[0][0].get_legend_handles_labels()
     if handles:  # one legend under the panels, so long run labels never cover the bars
         fig.legend(handles, labels, loc="lower center", ncol=1 if len(runs) > 2 else len(runs), fontsize=8)
