@@ -1,11 +1,13 @@
-"""Small pieces every benchmark's loader and hooks share: the lmms-eval placeholder row, the sample cache folder,
-and writes that a concurrent reader (another rank) never sees half done."""
+"""Small pieces every benchmark's loader and hooks share: the lmms-eval placeholder row, data files named by the
+environment or fetched from the Hub, the sample cache folder, writes that a concurrent reader (another rank) never
+sees half done, and the once-per-task memo of the aggregations."""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Hashable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -69,3 +71,41 @@ def load_yaml(path: str) -> Any:
 
     with open(path, encoding="utf-8") as fh:
         return yaml.safe_load(fh)
+
+
+def hub_snapshot(repo_id: str, fix: str) -> Path:
+    """Download (or reuse from the Hub cache) a dataset repository; a DataError with `fix` when that fails
+    (offline, no access, not found)."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(repo_id=repo_id, repo_type="dataset"))
+    except Exception as exc:
+        raise DataError(f"Could not get the Hub dataset {repo_id} ({type(exc).__name__}: {exc}). {fix}") from exc
+
+
+def file_from_env(env: dict[str, str], variable: str, fix: str) -> Path | None:
+    """The file named by `variable` (None when unset); a DataError when it names nothing."""
+    if not env.get(variable):
+        return None
+    path = Path(env[variable]).expanduser()
+    if not path.is_file():
+        raise DataError(f"{variable}={path} does not exist. {fix}")
+    return path
+
+
+class LastResult:
+    """Compute once per key, keep only the latest: lmms-eval calls one aggregation per metric with the same items,
+    one task after another, so every metric of a task shares one computation (a judge phase, a scoring pass)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._key: Hashable = None
+        self._value: Any = None
+        self._set = False
+
+    def get(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        with self._lock:  # held while computing: concurrent callers wait instead of computing twice
+            if not (self._set and self._key == key):
+                self._value, self._key, self._set = compute(), key, True
+            return self._value

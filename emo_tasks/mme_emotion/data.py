@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.common import DataError
+from emo_tasks.common import DataError, hub_snapshot
 
 from .protocol import TaskSpec, spec_for, task_specs
 
@@ -52,16 +52,11 @@ def hub_root(repo_id: str) -> Path:
 
     Archives in the snapshot (`*.zip`, `*.tar*`) are extracted once next to it, as lmms-eval does for video
     datasets."""
-    try:
-        from huggingface_hub import snapshot_download
-
-        snapshot = Path(snapshot_download(repo_id=repo_id, repo_type="dataset"))
-    except Exception as exc:  # offline, no access, not found: say what to do instead
-        raise DataError(
-            f"Could not get the Hub dataset {repo_id} ({type(exc).__name__}: {exc}). Either allow Hub access "
-            "(and accept the dataset's terms / set HF_TOKEN if it is gated), or download MME-Emotion yourself and "
-            "set EMO_DATA_ROOT to the folder that contains mme_emotion/ in the official layout."
-        ) from exc
+    snapshot = hub_snapshot(
+        repo_id,
+        "Either allow Hub access (and accept the dataset's terms / set HF_TOKEN if it is gated), or download "
+        "MME-Emotion yourself and set EMO_DATA_ROOT to the folder that contains mme_emotion/ in the official layout.",
+    )
     root = _find_layout(snapshot)
     if root is None:
         extracted = snapshot.parent.parent / "emo_tasks_extracted" / snapshot.name

@@ -19,7 +19,7 @@ from typing import Any
 
 from loguru import logger
 
-from emo_tasks.common import placeholder_name
+from emo_tasks.common import LastResult, placeholder_name
 
 from . import scoring
 from .data import DataError, benchmark_root, check_videos_exist, load_task_docs, probe_video
@@ -130,8 +130,7 @@ def process_results(doc: dict[str, Any], results: Sequence[Any]) -> dict[str, di
 
 
 # ------------------------------------------------------------------------------------------------ aggregation
-_memo_lock = threading.Lock()
-_memo: dict[tuple, dict[str, Any]] = {}
+_memo = LastResult()  # the eight metric aggregations of a task share one judge phase
 
 
 def _alpha() -> float:
@@ -152,13 +151,7 @@ def evaluate(items: Sequence[dict[str, Any]], args: Any = None) -> dict[str, Any
         os.environ.get("EMO_MME_AUDIO_CLUES"),
         os.environ.get("EMO_MME_ALPHA"),
     )
-    with _memo_lock:
-        if key in _memo:
-            return _memo[key]
-        result = _evaluate(list(items), args)
-        _memo.clear()  # keep one task's result: the eight metric calls come in a row
-        _memo[key] = result
-        return result
+    return _memo.get(key, lambda: _evaluate(list(items), args))
 
 
 def _evaluate(records: list[dict[str, Any]], args: Any) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.common import DataError, iter_jsonl
+from emo_tasks.common import DataError, file_from_env, hub_snapshot, iter_jsonl
 
 EMOTIONS = ("amusement", "anger", "awe", "contentment", "disgust", "excitement", "fear", "sadness")
 VOTE_KEYS = (*EMOTIONS, "none")
@@ -36,10 +36,8 @@ _FIX = (
 
 def data_file(env: dict[str, str] | None = None) -> Path:
     env = dict(os.environ) if env is None else env
-    if env.get("EMO_MULTIEMO_FILE"):
-        path = Path(env["EMO_MULTIEMO_FILE"]).expanduser()
-        if not path.is_file():
-            raise DataError(f"EMO_MULTIEMO_FILE={path} does not exist. {_FIX}")
+    path = file_from_env(env, "EMO_MULTIEMO_FILE", _FIX)
+    if path is not None:
         return path
     if env.get("EMO_DATA_ROOT"):
         path = Path(env["EMO_DATA_ROOT"]).expanduser() / "multiemo" / "multiemo.jsonl"
@@ -52,12 +50,7 @@ def data_file(env: dict[str, str] | None = None) -> Path:
 
 
 def _hub_file(repo_id: str) -> Path:
-    try:
-        from huggingface_hub import snapshot_download
-
-        snapshot = Path(snapshot_download(repo_id=repo_id, repo_type="dataset"))
-    except Exception as exc:
-        raise DataError(f"Could not get the Hub dataset {repo_id} ({type(exc).__name__}: {exc}). {_FIX}") from exc
+    snapshot = hub_snapshot(repo_id, _FIX)
     found = sorted(snapshot.rglob("multiemo.jsonl")) or sorted(snapshot.rglob("*.jsonl"))
     if not found:
         raise DataError(f"No .jsonl data file in the Hub snapshot {snapshot}. {_FIX}")

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.common import DataError, load_yaml, placeholder_name
+from emo_tasks.common import DataError, LastResult, load_yaml, placeholder_name
 
 from . import scoring
 from .data import EMOTIONS, data_file, load_images
@@ -123,22 +123,20 @@ def image_result(img: dict[str, Any], scores: Sequence[float | None]) -> scoring
     )
 
 
-_memo_lock = threading.Lock()
-_memo: dict[tuple, dict[str, Any]] = {}
+_memo = LastResult()
 
 
 def evaluate(records: Sequence[dict[str, Any]], args: Any = None) -> dict[str, Any]:
     """Scores for one task's records, computed once for all its metrics."""
-    key = tuple((r["image_id"], r["emotion"], r["answer"]) for r in records)
-    with _memo_lock:
-        if key not in _memo:
-            started = time.perf_counter()
-            scores = dict(scoring.score_images(image_results(records)))
-            scores["n_parse_failed"] = sum(1 for r in records if r["parse_status"] != "parsed")
-            _memo.clear()
-            _memo[key] = scores
-            _report(records, scores, args, time.perf_counter() - started)
-        return _memo[key]
+
+    def compute() -> dict[str, Any]:
+        started = time.perf_counter()
+        scores = dict(scoring.score_images(image_results(records)))
+        scores["n_parse_failed"] = sum(1 for r in records if r["parse_status"] != "parsed")
+        _report(records, scores, args, time.perf_counter() - started)
+        return scores
+
+    return _memo.get(tuple((r["image_id"], r["emotion"], r["answer"]) for r in records), compute)
 
 
 def _report(records: Sequence[dict[str, Any]], scores: dict[str, Any], args: Any, seconds: float) -> None:

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.common import DataError, iter_jsonl
+from emo_tasks.common import DataError, file_from_env, hub_snapshot, iter_jsonl
 
 HUB_ID = "wudq/MVEI"
 DIMENSIONS = ("sentiment polarity", "emotion interpretation", "scene context", "perception subjectivity")
@@ -29,10 +29,8 @@ _FIX = (
 def data_file(env: dict[str, str] | None = None) -> Path:
     """The MVEI data file to load: EMO_MVEI_FILE, else EMO_DATA_ROOT/mvei/mvei.json(l), else the Hub."""
     env = dict(os.environ) if env is None else env
-    if env.get("EMO_MVEI_FILE"):
-        path = Path(env["EMO_MVEI_FILE"]).expanduser()
-        if not path.is_file():
-            raise DataError(f"EMO_MVEI_FILE={path} does not exist. {_FIX}")
+    path = file_from_env(env, "EMO_MVEI_FILE", _FIX)
+    if path is not None:
         return path
     if env.get("EMO_DATA_ROOT"):
         folder = Path(env["EMO_DATA_ROOT"]).expanduser() / "mvei"
@@ -46,14 +44,7 @@ def data_file(env: dict[str, str] | None = None) -> Path:
 
 
 def _hub_file(repo_id: str) -> Path:
-    try:
-        from huggingface_hub import snapshot_download
-
-        snapshot = Path(snapshot_download(repo_id=repo_id, repo_type="dataset"))
-    except Exception as exc:
-        raise DataError(
-            f"Could not get the Hub dataset {repo_id} ({type(exc).__name__}: {exc}). Allow Hub access, or {_FIX}"
-        ) from exc
+    snapshot = hub_snapshot(repo_id, "Allow Hub access, or " + _FIX)
     for candidate in sorted(snapshot.rglob("*.json")) + sorted(snapshot.rglob("*.jsonl")):
         try:
             rows = _read_rows(candidate)

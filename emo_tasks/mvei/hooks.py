@@ -6,12 +6,11 @@ Each pair is asked `repeats: 3` times (sampling on); the task's `take_first_k` f
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.common import DataError, load_yaml, placeholder_name
+from emo_tasks.common import DataError, LastResult, load_yaml, placeholder_name
 
 from . import scoring
 from .data import data_file, load_docs, load_image
@@ -94,27 +93,27 @@ def process_results(doc: dict[str, Any], results: Sequence[Any]) -> dict[str, di
     return {metric: record for metric in METRICS}
 
 
-_lock = threading.Lock()
-_memo: dict[tuple, dict[str, Any]] = {}
+_memo = LastResult()
 
 
 def _scores(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    key = tuple((r["pair_id"], tuple(r["answers"])) for r in items)
-    with _lock:
-        if key not in _memo:
-            pairs = [
-                scoring.PairResult(
-                    dimension=r["dimension"],
-                    label=r["label"],
-                    decisions=tuple(r["decisions"]),
-                    strict_decisions=tuple(r["strict_decisions"]),
-                )
-                for r in items
-            ]
-            _memo.clear()
-            _memo[key] = scoring.score_pairs(pairs)
-            _log(items, _memo[key])
-        return _memo[key]
+    """The task's metrics, computed once for all its metric aggregations."""
+
+    def compute() -> dict[str, Any]:
+        pairs = [
+            scoring.PairResult(
+                dimension=r["dimension"],
+                label=r["label"],
+                decisions=tuple(r["decisions"]),
+                strict_decisions=tuple(r["strict_decisions"]),
+            )
+            for r in items
+        ]
+        scores = scoring.score_pairs(pairs)
+        _log(items, scores)
+        return scores
+
+    return _memo.get(tuple((r["pair_id"], tuple(r["answers"])) for r in items), compute)
 
 
 def _log(items: Sequence[dict[str, Any]], scores: dict[str, Any]) -> None:
