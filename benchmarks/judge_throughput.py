@@ -2,7 +2,7 @@
 
 Why: every emo_tasks benchmark sends thousands of judge requests, many with ten video frames each.  The engine
 promises three things, and this script measures all three in one run against a loopback OpenAI-compatible server
-(`judges.loopback.LoopbackServer`, 127.0.0.1 only, with injected latency standing in for a remote judge):
+(`judges.testing.LoopbackServer`, 127.0.0.1 only, with injected latency standing in for a remote judge):
 
 1. Concurrency pays: at concurrency C the batch runs >= 0.8 x C times faster than one request at a time.
    The sequential baseline (concurrency 1) is measured on a subset (`--baseline-n`) and extrapolated to N.
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from judges import EndpointConfig, ImagePart, JudgeCache, JudgeEngine, JudgeRequest, user_message
-from judges.loopback import LoopbackServer
+from judges.testing import LoopbackServer
 
 MODEL = "bench-model"
 IMAGES_PER_REQUEST = 10

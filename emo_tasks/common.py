@@ -5,12 +5,13 @@ sees half done, and the once-per-task memo of the aggregations."""
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Callable, Hashable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+from judges.atomic import atomic_path, atomic_write_text  # noqa: F401  (re-exported: one helper for all)
 
 
 class DataError(ValueError):
@@ -24,31 +25,17 @@ def placeholder_name(dataset: Any, family: str) -> str:
     return str(dataset[0]["emo_source"])
 
 
-def sample_dir(name: str, cache_dir: Path | None = None) -> Path:
-    """Where a bundled sample is generated: `<EMO_CACHE_DIR>/samples/<name>`."""
-    if cache_dir is None:
-        from judges.config import default_cache_dir
-
-        cache_dir = default_cache_dir()
+def sample_dir(name: str, cache_dir: Path) -> Path:
+    """Where a bundled sample is generated: `<cache dir>/samples/<name>`."""
     return Path(cache_dir) / "samples" / name
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a per-process temporary file and rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def atomic_save_png(path: Path, pixels: Any) -> None:
-    """Save an RGB uint8 array as PNG via a temporary file and rename."""
+    """Save an RGB uint8 array as PNG, atomically."""
     from PIL import Image
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.png")
-    Image.fromarray(pixels.astype("uint8")).save(tmp, format="PNG")
-    os.replace(tmp, path)
+    with atomic_path(path, ".png") as tmp:
+        Image.fromarray(pixels.astype("uint8")).save(tmp, format="PNG")
 
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:

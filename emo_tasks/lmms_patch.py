@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +21,14 @@ _PATCHED = "__emo_tasks_patched__"
 
 def placeholder_file(dataset_name: str) -> Path:
     """A one-row JSONL naming the task, written once under the emo_tasks cache."""
-    from judges.config import default_cache_dir
+    from emo_tasks.settings import cache_dir
+    from judges.atomic import atomic_write_text
 
-    folder = default_cache_dir() / "lmms_eval_placeholders"
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = cache_dir() / "lmms_eval_placeholders"
     digest = hashlib.sha256(dataset_name.encode("utf-8")).hexdigest()[:16]
     path = folder / f"{digest}.jsonl"
     if not path.is_file():
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"emo_source": dataset_name}) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_write_text(path, json.dumps({"emo_source": dataset_name}) + "\n")
     return path
 
 

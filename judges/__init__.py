@@ -34,19 +34,9 @@ _check_clash()
 
 from .audit import audit_record, write_audit_jsonl  # noqa: E402
 from .cache import JudgeCache  # noqa: E402
-from .config import EndpointConfig, JudgeConfigError, model_for_role  # noqa: E402
+from .config import EndpointConfig, EngineSettings, JudgeConfigError, model_for_role  # noqa: E402
 from .engine import JudgeEngine, get_engine, reset_engine, run_batch  # noqa: E402
 from .media import AudioPart, ImagePart, VideoFramesPart, extract_audio_wav, sample_video_frames  # noqa: E402
-from .parsers import (  # noqa: E402
-    ParseStatus,
-    Rating,
-    ScoreParse,
-    StepParse,
-    parse_scores,
-    parse_steps,
-    score_validator,
-    step_validator,
-)
 from .request import BatchResult, BatchStats, JudgeRequest, JudgeResult, text_message, user_message  # noqa: E402
 
 __all__ = [
@@ -57,6 +47,7 @@ __all__ = [
     "BatchResult",
     "BatchStats",
     "EndpointConfig",
+    "EngineSettings",
     "ImagePart",
     "JudgeCache",
     "JudgeConfigError",
@@ -64,19 +55,11 @@ __all__ = [
     "JudgeRequest",
     "JudgeResult",
     "JudgesPackageClash",
-    "ParseStatus",
-    "Rating",
-    "ScoreParse",
-    "StepParse",
     "audit_record",
     "get_engine",
     "model_for_role",
-    "parse_scores",
-    "parse_steps",
     "reset_engine",
     "run_batch",
-    "score_validator",
-    "step_validator",
     "text_message",
     "user_message",
     "write_audit_jsonl",

@@ -9,11 +9,11 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from .atomic import atomic_path
 from .request import JudgeRequest, JudgeResult
 
 
@@ -62,9 +62,7 @@ def write_audit_jsonl(path: str | Path, records: Iterable[dict[str, Any]], *, ap
             for rec in records:
                 f.write(json.dumps(_jsonable(rec), ensure_ascii=False) + "\n")
         return path
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         for rec in records:
             f.write(json.dumps(_jsonable(rec), ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
     return path

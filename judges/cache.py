@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import default_cache_dir
-
 CACHE_FILENAME = "judge_cache.sqlite3"
 
 _SCHEMA = """
@@ -47,9 +45,8 @@ class CachedAnswer:
 class JudgeCache:
     """Thread-safe and multi-process-safe key -> answer store in one SQLite file."""
 
-    def __init__(self, path: str | Path | None = None) -> None:
-        if path is None:
-            path = default_cache_dir() / CACHE_FILENAME
+    def __init__(self, path: str | Path) -> None:
+        """`path`: the SQLite file, or a folder to hold `judge_cache.sqlite3` (the caller chooses where)."""
         path = Path(path)
         if path.is_dir() or path.suffix == "":
             path = path / CACHE_FILENAME

@@ -34,16 +34,31 @@ class JudgeConfigError(RuntimeError):
 
 
 def _env_number(env: Mapping[str, str], name: str, default: float, cast: type = float, minimum: float = 0) -> float:
+    """A number >= minimum; anything else names the variable, its value and what is accepted."""
     raw = env.get(name)
     if raw is None or raw.strip() == "":
         return default
+    kind = "a whole number" if cast is int else "a number"
     try:
-        value = cast(raw)
+        value = cast(raw.strip())
     except ValueError:
-        raise JudgeConfigError(f"{name}={raw!r} is not a number; unset it or give e.g. {name}={default}") from None
-    if value < minimum:
-        raise JudgeConfigError(f"{name}={raw!r} must be >= {minimum}")
+        value = None
+    if value is None or value != value or value < minimum:
+        raise JudgeConfigError(f"{name}={raw!r} is not accepted; use {kind} >= {minimum} (default {default})")
     return value
+
+
+def env_flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    """An on/off switch (1/true/yes/on, 0/false/no/off); anything else is an error naming the variable."""
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise JudgeConfigError(f"{name}={raw!r} is not accepted; use one of: 1, true, yes, on, 0, false, no, off")
 
 
 def normalise_base_url(url: str | None) -> str | None:
@@ -74,21 +89,6 @@ def model_for_role(role: str, env: Mapping[str, str] | None = None) -> str:
     return name
 
 
-def default_cache_dir(env: Mapping[str, str] | None = None) -> Path:
-    """`EMO_CACHE_DIR`, else the platform's user cache dir + `/emo_tasks`."""
-    env = os.environ if env is None else env
-    if env.get("EMO_CACHE_DIR"):
-        return Path(env["EMO_CACHE_DIR"]).expanduser()
-    if os.name == "nt" and env.get("LOCALAPPDATA"):
-        return Path(env["LOCALAPPDATA"]) / "emo_tasks" / "Cache"
-    if env.get("XDG_CACHE_HOME"):
-        return Path(env["XDG_CACHE_HOME"]) / "emo_tasks"
-    home = Path.home()
-    if (home / "Library" / "Caches").is_dir():  # macOS
-        return home / "Library" / "Caches" / "emo_tasks"
-    return home / ".cache" / "emo_tasks"
-
-
 @dataclass(frozen=True)
 class EndpointConfig:
     """Where and how to send judge requests.  `api_key` is kept out of `repr` so it never reaches a log."""
@@ -114,7 +114,7 @@ class EndpointConfig:
         env = os.environ if env is None else env
         api_type = (env.get("API_TYPE") or "openai").strip().lower()
         if api_type not in ("openai", "azure"):
-            raise JudgeConfigError(f"API_TYPE={api_type!r} is not supported by emo_tasks judges; use openai or azure")
+            raise JudgeConfigError(f"API_TYPE={api_type!r} is not accepted; use one of: openai, azure (default openai)")
         if api_type == "azure":
             base_url = (env.get("AZURE_ENDPOINT") or "").strip() or None
             api_key = env.get("AZURE_API_KEY") or env.get("OPENAI_API_KEY") or ""
@@ -163,3 +163,25 @@ class EndpointConfig:
             "invalid_retries": self.invalid_retries,
             "concurrency": self.concurrency,
         }
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Everything an engine needs: the endpoint, where its answer cache lives (None: no cache) and progress bars.
+
+    The cache location is the caller's to choose (emo-tasks puts it in its own cache folder); `EMO_JUDGE_CACHE=0`
+    turns it off and `EMO_PROGRESS=0` hides the bars."""
+
+    endpoint: EndpointConfig = field(default_factory=EndpointConfig)
+    cache_path: Path | None = None
+    progress: bool = True
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, cache_dir: Path | None = None) -> EngineSettings:
+        env = os.environ if env is None else env
+        use_cache = env_flag(env, "EMO_JUDGE_CACHE", True)
+        return cls(
+            endpoint=EndpointConfig.from_env(env),
+            cache_path=Path(cache_dir) if (cache_dir is not None and use_cache) else None,
+            progress=env_flag(env, "EMO_PROGRESS", True),
+        )

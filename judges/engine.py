@@ -15,15 +15,15 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import logging
-import os
 import random
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from .cache import JudgeCache
-from .config import EndpointConfig, JudgeConfigError
+from .config import EndpointConfig, EngineSettings, JudgeConfigError
 from .request import BatchResult, BatchStats, JudgeRequest, JudgeResult
 
 logger = logging.getLogger("judges")
@@ -38,13 +38,6 @@ class _MalformedResponse(Exception):
 
 class _EmptyAnswer(Exception):
     pass
-
-
-def _env_flag(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    return raw.strip().lower() not in ("0", "false", "no", "off")
 
 
 def parse_retry_after(headers: Any) -> float | None:
@@ -120,21 +113,20 @@ def _extract_answer(resp: Any) -> tuple[str, int, int]:
 class JudgeEngine:
     """Runs batches of `JudgeRequest`s against an OpenAI-compatible endpoint.
 
-    `cache`: a `JudgeCache`, None for no cache, or "default" (the file in `EMO_CACHE_DIR`, unless
-    `EMO_JUDGE_CACHE=0`).  Nothing is opened or connected until the first batch that needs it.  `close()` closes
-    the default cache it opened, not a `JudgeCache` the caller passed in (the caller owns that one).
+    `cache`: a `JudgeCache` (the caller owns it and closes it), a path to open one at (on first use; `close()`
+    closes it), or None for no cache.  Nothing is opened or connected until the first batch that needs it.
     """
 
     def __init__(
         self,
         endpoint: EndpointConfig | None = None,
-        cache: JudgeCache | None | str = "default",
-        progress: bool | None = None,
+        cache: JudgeCache | str | Path | None = None,
+        progress: bool = True,
     ) -> None:
-        self.endpoint = endpoint or EndpointConfig.from_env()
-        self._cache_arg = cache
+        self.endpoint = endpoint or EndpointConfig()
+        self._cache_path = None if isinstance(cache, JudgeCache) or cache is None else Path(cache)
         self._cache: JudgeCache | None = cache if isinstance(cache, JudgeCache) else None
-        self.progress = _env_flag("EMO_PROGRESS", True) if progress is None else progress
+        self.progress = progress
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -144,10 +136,10 @@ class JudgeEngine:
     # ----------------------------------------------------------------- plumbing
     @property
     def cache(self) -> JudgeCache | None:
-        if self._cache is None and self._cache_arg == "default" and _env_flag("EMO_JUDGE_CACHE", True):
+        if self._cache is None and self._cache_path is not None:
             with self._lock:
                 if self._cache is None:
-                    self._cache = JudgeCache()
+                    self._cache = JudgeCache(self._cache_path)
         return self._cache
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
@@ -199,7 +191,7 @@ class JudgeEngine:
             if thread is not None:
                 thread.join(timeout=5)
             loop.close()
-        if self._cache is not None and self._cache_arg == "default":
+        if self._cache is not None and self._cache_path is not None:
             self._cache.close()
             self._cache = None
 
@@ -392,28 +384,39 @@ def _progress_bar(total: int, desc: str, show: bool) -> Any:
     return tqdm(total=total, desc=desc, unit="req", disable=not show, mininterval=0.5, dynamic_ncols=True)
 
 
-_shared_engine: JudgeEngine | None = None
+_shared_engines: dict[EngineSettings, JudgeEngine] = {}
 _shared_lock = threading.Lock()
 
 
-def get_engine() -> JudgeEngine:
-    """The process-wide engine (one concurrency budget, one cache connection), made on first use."""
-    global _shared_engine
+def get_engine(settings: EngineSettings | None = None) -> JudgeEngine:
+    """The process-wide engine for `settings` (one concurrency budget and one cache connection per setting),
+    made on first use.  Without settings: `EngineSettings.from_env()` (no answer cache: callers that want one say
+    where, as emo-tasks does)."""
+    settings = EngineSettings.from_env() if settings is None else settings
     with _shared_lock:
-        if _shared_engine is None:
-            _shared_engine = JudgeEngine()
-        return _shared_engine
+        engine = _shared_engines.get(settings)
+        if engine is None:
+            engine = _shared_engines[settings] = JudgeEngine(
+                settings.endpoint, cache=settings.cache_path, progress=settings.progress
+            )
+        return engine
 
 
 def reset_engine() -> None:
-    """Forget the shared engine (after changing environment variables, or in tests)."""
-    global _shared_engine
+    """Close and forget the shared engines (in tests, or to release the cache file)."""
     with _shared_lock:
-        engine, _shared_engine = _shared_engine, None
-    if engine is not None:
+        engines = list(_shared_engines.values())
+        _shared_engines.clear()
+    for engine in engines:
         engine.close()
 
 
-def run_batch(requests: Sequence[JudgeRequest], *, desc: str = "judge", progress: bool | None = None) -> BatchResult:
-    """Answer a batch with the shared engine (the entry point benchmark aggregations use)."""
-    return get_engine().run(requests, desc=desc, progress=progress)
+def run_batch(
+    requests: Sequence[JudgeRequest],
+    *,
+    desc: str = "judge",
+    progress: bool | None = None,
+    settings: EngineSettings | None = None,
+) -> BatchResult:
+    """Answer a batch with the shared engine for `settings` (the entry point benchmark aggregations use)."""
+    return get_engine(settings).run(requests, desc=desc, progress=progress)

@@ -5,8 +5,9 @@
 - The aggregation `emo_mean_skip_none` in `lmms_eval.api.registry`: the mean of the items that are not None —
   the published "left out of every average" rule for unparseable judgements — with the left-out count logged.
 
-`register()` is idempotent and cheap once lmms-eval is loaded (it always is during a run).  Importing this
-module does not import lmms-eval (its registry import costs seconds) and opens no connection.
+emo-tasks' own tasks do not need these (they call the engine directly); `register()` is for users who want them in
+their own lmms-eval tasks, and they call it themselves.  It is idempotent and cheap once lmms-eval is loaded.
+Importing this module does not import lmms-eval (its registry import costs seconds) and opens no connection.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ AGG_MEAN_SKIP_NONE = "emo_mean_skip_none"
 
 _registered = False
 _register_lock = threading.Lock()
+#: What the provider's engine is built from (register(settings)); None: EngineSettings.from_env(), no answer cache.
+_engine_settings: Any = None
 
 
 def mean_skip_none(items: Iterable[Any]) -> float | None:
@@ -52,7 +55,7 @@ def _provider_class() -> type:
 
         @property
         def engine(self) -> JudgeEngine:
-            return self._engine or get_engine()
+            return self._engine or get_engine(_engine_settings)
 
         def is_available(self) -> bool:
             try:
@@ -111,10 +114,13 @@ def _provider_class() -> type:
     return EmoJudgesProvider
 
 
-def register() -> None:
-    """Register the provider and aggregation into lmms-eval (idempotent)."""
-    global _registered
+def register(settings: Any = None) -> None:
+    """Register the provider and aggregation into lmms-eval (idempotent).  `settings` (a
+    `judges.EngineSettings`, e.g. with a cache path) is what the provider's engine is built from from now on."""
+    global _registered, _engine_settings
     with _register_lock:
+        if settings is not None:
+            _engine_settings = settings
         if _registered:
             return
         from lmms_eval.api import registry

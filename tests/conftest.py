@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from judges import EndpointConfig, JudgeCache, JudgeEngine
-from judges.loopback import LoopbackServer, Reply, last_user_text
+from judges.testing import LoopbackServer, Reply, last_user_text
 
 API_KEY = "sk-emo-test-7f3a9c2e51d04b8a"
 

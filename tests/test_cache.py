@@ -10,10 +10,20 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 from conftest import API_KEY, env_without_secrets
 
-from judges import EndpointConfig, ImagePart, JudgeCache, JudgeEngine, JudgeRequest, text_message, user_message
-from judges.loopback import LoopbackServer, Reply
+from judges import (
+    EndpointConfig,
+    ImagePart,
+    JudgeCache,
+    JudgeConfigError,
+    JudgeEngine,
+    JudgeRequest,
+    text_message,
+    user_message,
+)
+from judges.testing import LoopbackServer, Reply
 
 
 def req(text: str) -> JudgeRequest:
@@ -138,19 +148,35 @@ def test_kill_9_mid_run_resumes_without_repeating_answered_calls(server: Loopbac
     assert API_KEY not in out + err
 
 
-def test_default_cache_location_and_off_switch(server: LoopbackServer, monkeypatch, tmp_path: Path) -> None:
+def test_emo_tasks_cache_location_and_off_switch(server: LoopbackServer, monkeypatch, tmp_path: Path) -> None:
+    """The judge engine has no cache location of its own: emo-tasks gives it its cache folder (EMO_CACHE_DIR);
+    EMO_JUDGE_CACHE=0 turns the cache off."""
     from conftest import fast_env
 
-    for name, value in fast_env(server.base_url).items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("EMO_CACHE_DIR", str(tmp_path / "user_cache"))
-    engine = JudgeEngine(progress=False)
+    from emo_tasks.settings import cache_dir
+    from judges import EngineSettings, get_engine
+
+    env = {**fast_env(server.base_url), "EMO_CACHE_DIR": str(tmp_path / "user_cache"), "EMO_PROGRESS": "0"}
+    settings = EngineSettings.from_env(env, cache_dir=cache_dir(env))
+    engine = get_engine(settings)
     engine.run([req("d1")])
     assert engine.run([req("d1")]).stats.calls == 0
+    assert get_engine(settings) is engine  # one shared engine per settings
     engine.close()
     assert (tmp_path / "user_cache" / "judge_cache.sqlite3").is_file()
 
-    monkeypatch.setenv("EMO_JUDGE_CACHE", "0")
-    uncached = JudgeEngine(progress=False)
+    uncached_settings = EngineSettings.from_env({**env, "EMO_JUDGE_CACHE": "0"}, cache_dir=cache_dir(env))
+    assert uncached_settings.cache_path is None
+    uncached = get_engine(uncached_settings)
     assert uncached.run([req("d1")]).stats.calls == 1 and uncached.run([req("d1")]).stats.calls == 1
-    uncached.close()
+    with pytest.raises(JudgeConfigError, match="EMO_JUDGE_CACHE='nope'.*accepted"):
+        EngineSettings.from_env({**env, "EMO_JUDGE_CACHE": "nope"}, cache_dir=tmp_path)
+
+
+def test_default_cache_dir_follows_the_platform(monkeypatch, tmp_path: Path) -> None:
+    from emo_tasks.settings import cache_dir
+
+    assert cache_dir({"EMO_CACHE_DIR": str(tmp_path / "x")}) == tmp_path / "x"
+    assert cache_dir({"XDG_CACHE_HOME": str(tmp_path / "xdg")}) == tmp_path / "xdg" / "emo_tasks"
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_dir({}) == tmp_path / "home" / ".cache" / "emo_tasks"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from judges import EndpointConfig, JudgeConfigError, model_for_role
-from judges.config import default_cache_dir
+from emo_tasks.settings import cache_dir
 
 
 def test_openai_base_url_and_lmms_eval_alias() -> None:
@@ -58,6 +58,21 @@ def test_role_models() -> None:
     assert model_for_role("some-literal-model", {}) == "some-literal-model"
 
 
-def test_cache_dir(tmp_path) -> None:
-    assert default_cache_dir({"EMO_CACHE_DIR": str(tmp_path)}) == tmp_path
-    assert default_cache_dir({"XDG_CACHE_HOME": "/x"}).as_posix() == "/x/emo_tasks"
+def test_cache_dir_is_the_packages(tmp_path) -> None:
+    assert cache_dir({"EMO_CACHE_DIR": str(tmp_path)}) == tmp_path
+    assert cache_dir({"XDG_CACHE_HOME": "/x"}).as_posix() == "/x/emo_tasks"
+
+
+@pytest.mark.parametrize(
+    "name, value, accepted",
+    [
+        ("EMO_JUDGE_CONCURRENCY", "abc", "whole number >= 1"),
+        ("EMO_JUDGE_TIMEOUT", "0", "number >= 0.001"),
+        ("EMO_JUDGE_MAX_TRIES", "six", "whole number >= 1"),
+        ("API_TYPE", "azzure", "openai, azure"),
+    ],
+)
+def test_a_bad_value_names_the_variable_the_value_and_what_is_accepted(name: str, value: str, accepted: str) -> None:
+    with pytest.raises(JudgeConfigError) as err:
+        EndpointConfig.from_env({"OPENAI_API_KEY": "k", name: value})
+    assert name in str(err.value) and repr(value) in str(err.value) and accepted in str(err.value)

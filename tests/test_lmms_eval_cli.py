@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import API_KEY, env_without_secrets
 
-from judges.loopback import LoopbackServer, Reply, last_user_text
+from judges.testing import LoopbackServer, Reply, last_user_text
 
 HERE = Path(__file__).parent
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from judges.loopback import LoopbackServer, Reply
+from judges.testing import LoopbackServer, Reply
 
 
 @pytest.fixture
@@ -15,8 +15,11 @@ def lmms_env(server: LoopbackServer, monkeypatch: pytest.MonkeyPatch, tmp_path) 
 
     monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
-    monkeypatch.setenv("EMO_CACHE_DIR", str(tmp_path / "lmms_cache"))
     reset_engine()
+    from judges import EngineSettings
+    from judges.lmms_eval_hooks import register
+
+    register(EngineSettings.from_env(cache_dir=tmp_path / "lmms_cache"))
     return server
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from PIL import Image
 
 from judges import AudioPart, ImagePart, JudgeRequest, user_message
-from judges.loopback import LoopbackServer, Reply, count_media
+from judges.testing import LoopbackServer, Reply, count_media
 
 
 def _wav_bytes() -> bytes:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import API_KEY, env_without_secrets
 
-from judges.loopback import LoopbackServer, Reply, count_media, last_user_text
+from judges.testing import LoopbackServer, Reply, count_media, last_user_text
 
 TASKS = "mme_emotion_sample,mvei_sample,multiemo_sample"
 

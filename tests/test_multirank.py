@@ -28,7 +28,7 @@ import pytest
 from conftest import API_KEY, env_without_secrets
 from test_mme_e2e import FakeJudge
 
-from judges.loopback import LoopbackServer, last_user_text
+from judges.testing import LoopbackServer, last_user_text
 
 pytestmark = pytest.mark.slow
 

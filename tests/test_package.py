@@ -16,7 +16,7 @@ NO_NETWORK = textwrap.dedent(
         raise AssertionError("network connection attempted at import time")
     socket.socket.connect = refuse
     socket.create_connection = refuse
-    import judges, judges.lmms_eval_hooks, judges.loopback, emo_tasks
+    import judges, judges.lmms_eval_hooks, judges.testing, emo_tasks
     heavy = [m for m in ("openai", "lmms_eval", "PIL", "torch", "tqdm", "httpx") if m in sys.modules]
     assert not heavy, heavy
     assert judges.__emo_tasks_judges__ is True

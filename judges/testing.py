@@ -1,4 +1,5 @@
-"""A loopback OpenAI-compatible chat server with scripted answers and faults, for tests and benchmarks.
+"""Testing utility, not part of the engine: a loopback OpenAI-compatible chat server with scripted answers and
+faults, for tests and benchmarks (`python -m judges.testing --port 8765` serves echo answers on 127.0.0.1).
 
 Why it exists: the remote judge cannot be reached here, and our engine must be proven against a real HTTP server
 through the real openai SDK — including 429 with Retry-After, 5xx, timeouts, dropped connections and garbage.
@@ -6,7 +7,7 @@ It listens on 127.0.0.1 only.  A *responder* decides each answer from the reques
 for that request's content, so "fail twice, then answer" is a one-liner.
 
     with LoopbackServer(latency_s=0.2) as srv:
-        os.environ["OPENAI_BASE_URL"] = srv.base_url
+        engine = JudgeEngine(EndpointConfig(base_url=srv.base_url))
         ...
         srv.calls  # every request seen: time, content hash, model, images, attempt, outcome
 """
@@ -308,7 +309,7 @@ def _completion(model: Any, text: str, prompt_tokens: int, completion_tokens: in
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m judges.loopback --port 8765 --latency 0.2`: serve echo answers until interrupted."""
+    """`python -m judges.testing --port 8765 --latency 0.2`: serve echo answers until interrupted."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--latency", type=float, default=0.0, help="seconds added to every request")

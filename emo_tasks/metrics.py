@@ -1,0 +1,120 @@
+"""The shape of a benchmark's metric table: the single source of its metric names, directions, headline flags
+and per-sample value functions.
+
+Why: a metric listed in five places drifts.  Each benchmark's `scoring.TABLE` is the one list; its lmms-eval
+aggregation functions (`MetricTable.aggregations`), the report, `compare` and the tests of the task YAMLs'
+`metric_list` are all derived from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+#: A per-sample value function: one per-sample unit (a judged MME answer, an MVEI pair, a MultiEmo image) ->
+#: its value on the metric's own scale, or None when that unit has no value for the metric.
+PerSample = Callable[[Any], float | None]
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric of a benchmark.
+
+    `headline`: shown in the report's tables and tested by `emo-tasks compare` by default.
+    `per_sample`: the unit value whose mean is the metric (what bootstrap CIs and paired tests resample); None
+    for counts and for metrics that are not a mean of per-sample values.
+    `outcome`: per-sample values are 0/100 outcomes, so McNemar's exact test applies to value/100.
+    """
+
+    name: str
+    doc: str
+    higher_is_better: bool = True
+    headline: bool = False
+    title: str | None = None
+    per_sample: PerSample | None = None
+    outcome: bool = False
+
+    @property
+    def display(self) -> str:
+        return self.title or self.name
+
+
+@dataclass(frozen=True)
+class MetricTable:
+    """A benchmark's metrics, in the order lmms-eval reports them."""
+
+    benchmark: str  # short key: "mme", "mvei", "multiemo"
+    title: str  # "MME-Emotion"
+    metrics: tuple[Metric, ...]
+
+    def __post_init__(self) -> None:
+        names = [m.name for m in self.metrics]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self.title}: duplicate metric names in {names}")
+
+    def __iter__(self) -> Iterator[Metric]:
+        return iter(self.metrics)
+
+    def __getitem__(self, name: str) -> Metric:
+        for m in self.metrics:
+            if m.name == name:
+                return m
+        raise KeyError(f"{self.title} has no metric {name!r}; known: {', '.join(self.names)}")
+
+    def __contains__(self, name: object) -> bool:
+        return any(m.name == name for m in self.metrics)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.metrics)
+
+    @property
+    def headline(self) -> tuple[Metric, ...]:
+        return tuple(m for m in self.metrics if m.headline)
+
+    @property
+    def lower_is_better(self) -> frozenset[str]:
+        return frozenset(m.name for m in self.metrics if not m.higher_is_better)
+
+    def per_sample_values(self, units: Mapping[Any, Any]) -> dict[str, dict[Any, float]]:
+        """{metric: {unit key: value}} for every metric with a per-sample function (units without a value are
+        left out; metrics without any value are dropped)."""
+        out: dict[str, dict[Any, float]] = {}
+        for m in self.metrics:
+            if m.per_sample is None:
+                continue
+            values = {}
+            for key, unit in units.items():
+                v = m.per_sample(unit)
+                if v is not None:
+                    values[key] = float(v)
+            if values:
+                out[m.name] = values
+        return out
+
+    def aggregations(self, compute: Callable[..., Mapping[str, Any]]) -> dict[str, Callable[..., Any]]:
+        """lmms-eval aggregation functions `agg_<metric>`, one per metric, all reading one `compute(items, args)`
+        (memoised by the caller so that a task's metrics share one judge or scoring pass).  lmms-eval passes
+        `args` (its CLI namespace) to aggregations that accept it."""
+        out = {}
+        for metric in self.metrics:
+            fn = _aggregation(compute, metric.name)
+            fn.__name__ = fn.__qualname__ = f"agg_{metric.name}"
+            fn.__doc__ = f"{self.title} `{metric.name}`: {metric.doc}"
+            out[fn.__name__] = fn
+        return out
+
+    def yaml_metric_list(self) -> list[dict[str, Any]]:
+        """What a task YAML's `metric_list` must say (metric, aggregation function name, direction)."""
+        return [
+            {"metric": m.name, "aggregation": f"utils.agg_{m.name}", "higher_is_better": m.higher_is_better}
+            for m in self.metrics
+        ]
+
+
+def _aggregation(compute: Callable[..., Mapping[str, Any]], name: str) -> Callable[..., Any]:
+    def aggregate(items: Sequence[Any], args: Any = None) -> Any:
+        return compute(items, args)[name]
+
+    return aggregate

@@ -1,0 +1,123 @@
+"""Settings emo-tasks takes from the environment, read and checked in one place.
+
+Why: a typo in an environment variable must stop a run *before inference*, naming the variable, the value and
+what is accepted, instead of surfacing after the GPU hours (or silently switching a judge off).  So every
+benchmark builds one frozen settings object from `environ()` when its task is loaded (`process_docs`), and passes
+it down; no module below reads `os.environ`.  The judge engine's endpoint settings live in `judges.config`, the
+engine's own settings module, read the same way.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+class SettingsError(ValueError):
+    """An environment variable holds a value emo-tasks cannot use; the message names it and the accepted values."""
+
+
+def environ() -> dict[str, str]:
+    """A copy of the process environment: the one place emo-tasks reads it (settings are built from the copy)."""
+    return dict(os.environ)
+
+
+def _raw(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name)
+    if value is None or value.strip() == "":
+        return None
+    return value.strip()
+
+
+def choice(env: Mapping[str, str], name: str, accepted: Sequence[str], default: str) -> str:
+    """`name`'s value, lower-cased, which must be one of `accepted` (unset or empty: `default`)."""
+    raw = _raw(env, name)
+    if raw is None:
+        return default
+    value = raw.lower()
+    if value not in accepted:
+        raise SettingsError(f"{name}={raw!r} is not accepted; use one of: {', '.join(accepted)} (default {default})")
+    return value
+
+
+def number(
+    env: Mapping[str, str],
+    name: str,
+    default: float,
+    *,
+    integer: bool = False,
+    minimum: float | None = None,
+    maximum: float | None = None,
+) -> float:
+    """`name` as a number within [minimum, maximum] (unset or empty: `default`)."""
+    raw = _raw(env, name)
+    if raw is None:
+        return default
+    bounds = (
+        f"a number in [{minimum}, {maximum}]" if minimum is not None and maximum is not None
+        else f"a number >= {minimum}" if minimum is not None
+        else "a number"
+    )  # fmt: skip
+    if integer:
+        bounds = bounds.replace("a number", "a whole number")
+    try:
+        value: float = int(raw) if integer else float(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not {bounds}; unset it for the default {default}") from None
+    if value != value or (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise SettingsError(f"{name}={raw!r} is not {bounds}; unset it for the default {default}")
+    return value
+
+
+def flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    """An on/off switch: 1/true/yes/on or 0/false/no/off (unset or empty: `default`)."""
+    raw = _raw(env, name)
+    if raw is None:
+        return default
+    if raw.lower() in _TRUE:
+        return True
+    if raw.lower() in _FALSE:
+        return False
+    raise SettingsError(f"{name}={raw!r} is not accepted; use one of: {', '.join(_TRUE + _FALSE)}")
+
+
+def cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """emo-tasks' cache folder (judge answers, generated samples, remuxed videos, lmms-eval placeholders):
+    `EMO_CACHE_DIR`, else the platform's user cache folder + `/emo_tasks`."""
+    env = environ() if env is None else env
+    if _raw(env, "EMO_CACHE_DIR"):
+        return Path(env["EMO_CACHE_DIR"].strip()).expanduser()
+    if os.name == "nt" and env.get("LOCALAPPDATA"):
+        return Path(env["LOCALAPPDATA"]) / "emo_tasks" / "Cache"
+    if env.get("XDG_CACHE_HOME"):
+        return Path(env["XDG_CACHE_HOME"]) / "emo_tasks"
+    home = Path.home()
+    if (home / "Library" / "Caches").is_dir():  # macOS
+        return home / "Library" / "Caches" / "emo_tasks"
+    return home / ".cache" / "emo_tasks"
+
+
+@dataclass(frozen=True)
+class CommonSettings:
+    """What every benchmark shares: where the cache and local data are, progress bars, video remuxing."""
+
+    cache_dir: Path
+    data_root: Path | None
+    progress: bool
+    video_remux: bool
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> CommonSettings:
+        env = environ() if env is None else env
+        root = _raw(env, "EMO_DATA_ROOT")
+        return cls(
+            cache_dir=cache_dir(env),
+            data_root=Path(root).expanduser() if root else None,
+            progress=flag(env, "EMO_PROGRESS", True),
+            video_remux=flag(env, "EMO_VIDEO_REMUX", True),
+        )
