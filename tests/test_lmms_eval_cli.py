@@ -107,3 +107,28 @@ def test_judge_phase_in_a_real_lmms_eval_run(tmp_path: Path) -> None:
     assert second["calls"] == 2 and second["cache_hits"] == 5  # rerun: only the unanswerable doc is asked again
     assert len(calls) == 9 and all(c.model == "judge-model" and c.auth_ok for c in calls)
     assert os.path.exists(tmp_path / "cache" / "judge_cache.sqlite3")
+
+
+def test_lmms_eval_script_is_lmms_evals_own_entry_point() -> None:
+    """`lmms_eval` (underscore, what our users type) runs exactly what lmms-eval's `lmms-eval` runs."""
+    from importlib.metadata import entry_points
+
+    scripts = {ep.name: ep for ep in entry_points(group="console_scripts")}
+    assert scripts["lmms_eval"].value == scripts["lmms-eval"].value
+    assert scripts["lmms_eval"].dist.name == "emo-tasks" and scripts["lmms-eval"].dist.name == "lmms_eval"
+
+
+@pytest.mark.slow
+def test_the_used_by_command_typed_literally(tmp_path: Path) -> None:
+    """`lmms_eval --model dummy --tasks mme_emotion_sample`, as typed: the script is on the venv's PATH."""
+    bindir = Path(sys.executable).parent
+    env = env_without_secrets()
+    env.update(PATH=f"{bindir}{os.pathsep}{env.get('PATH', '')}", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
+               EMO_CACHE_DIR=str(tmp_path / "cache"), EMO_PROGRESS="0")  # fmt: skip
+    proc = subprocess.run(
+        "lmms_eval --model dummy --tasks mme_emotion_sample --output_path out",
+        shell=True, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = _results(tmp_path / "out")["results"]
+    assert results["mme_emotion_sample"]["n_scored,none"] == 16, proc.stderr[-3000:]
