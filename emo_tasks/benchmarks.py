@@ -48,6 +48,10 @@ class Benchmark:
     tasks: tuple[str, ...]  # every leaf task name (benchmark and sample)
     groups: tuple[str, ...] = ()  # group names whose numbers pool their subtasks' samples
     read_samples: SampleReader | None = None
+    #: Column titles of the report's per-task tables (e.g. "mme_emotion_sample_er_lab" -> "ER-Lab"); a
+    #: benchmark with groups gets one table per metric with its tasks as columns, one without gets one table.
+    titles: dict[str, str] = field(default_factory=dict)
+    plot_ylabel: str = ""
 
     def owns(self, task: str) -> bool:
         return task in self.tasks or task in self.groups

@@ -164,7 +164,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
     print(
         f"\nbase: {args.base}\nnew:  {args.new}\ndelta = new - base; lower-is-better metrics: "
-        f"{', '.join(sorted(report.LOWER_IS_BETTER))}; alpha {args.alpha}, max drop {args.max_drop}"
+        f"{', '.join(sorted(report.lower_is_better()))}; alpha {args.alpha}, max drop {args.max_drop}"
     )
     if failed:
         names = ", ".join(f"{r.task}:{r.metric}" for r in failed)

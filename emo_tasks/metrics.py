@@ -21,10 +21,12 @@ PerSample = Callable[[Any], float | None]
 class Metric:
     """One metric of a benchmark.
 
-    `headline`: shown in the report's tables and tested by `emo-tasks compare` by default.
+    `headline`: a quality score that `emo-tasks compare` tests by default.
     `per_sample`: the unit value whose mean is the metric (what bootstrap CIs and paired tests resample); None
-    for counts and for metrics that are not a mean of per-sample values.
+    for counts and for metrics that are not a mean of per-sample values.  Metrics with one are the report's
+    CSV/JSON rows; `table` (default: the same) puts them in the report's Markdown tables and `plot` in its figure.
     `outcome`: per-sample values are 0/100 outcomes, so McNemar's exact test applies to value/100.
+    `digits`: decimals in the Markdown tables.  `null_reason`: why the value can legitimately be null.
     """
 
     name: str
@@ -34,6 +36,14 @@ class Metric:
     title: str | None = None
     per_sample: PerSample | None = None
     outcome: bool = False
+    table: bool | None = None
+    plot: bool = False
+    digits: int = 2
+    null_reason: str | None = None
+
+    @property
+    def in_table(self) -> bool:
+        return self.per_sample is not None if self.table is None else self.table
 
     @property
     def display(self) -> str:
@@ -72,6 +82,11 @@ class MetricTable:
     @property
     def headline(self) -> tuple[Metric, ...]:
         return tuple(m for m in self.metrics if m.headline)
+
+    @property
+    def reported(self) -> tuple[Metric, ...]:
+        """The metrics the report writes (CSV/JSON): those with per-sample values, so with a CI."""
+        return tuple(m for m in self.metrics if m.per_sample is not None)
 
     @property
     def lower_is_better(self) -> frozenset[str]:

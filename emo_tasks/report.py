@@ -5,15 +5,10 @@ Why a separate reader: lmms-eval's results.json only holds the aggregate numbers
 comparison need the per-sample values, which live in lmms-eval's sample logs (`--log_samples`) and in our own
 judge logs (`<output_path>/emo_tasks_judge/`).  Everything here is files in, files out, no network.
 
-Per-sample values (the unit every CI and paired test resamples):
-- MME-Emotion (key: task, row), from `emo_tasks_judge/[sample_]<task>_<stamp>_judge.jsonl`:
-  rec_s = 100*recognition (status scored or offline), rea_s = 100*reasoning (scored), cot_s = alpha*rec +
-  (1-alpha)*rea (scored), rec_s_strict = 100*strict_recognition, avg_step = n_steps (scored), avg_token = o200k
-  tokens of the answer.  The group (`mme_emotion_all` / `mme_emotion_sample`) pools its tasks' samples.
-- MVEI (key: pair_id), from `<date>_samples_<task>.jsonl`: acc_* = 100*right, positive_ratio = 100*(final ==
-  correct), give_up_ratio = 100*(final == give_up).
-- MultiEmo (key: image_id), from `<date>_samples_<task>.jsonl`: each image's 8 records regrouped and scored alone
-  with `multiemo.scoring.score_images` (precisions x100, the 8 distribution metrics; undefined values skipped).
+This module knows no benchmark's internals: it asks each one (`emo_tasks.benchmarks`) for its metric table (names,
+directions, headline flags, per-sample value functions) and for its per-sample values of a run.  A group's
+per-sample values pool its subtasks' (lmms-eval's `group_subtasks`); the unit keys carry the task, so they do not
+collide.
 
 Leaderboard JSON (`emo-tasks report --format json`), schema "emo-tasks/leaderboard/1":
 
@@ -50,34 +45,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.multiemo.scoring import DISTRIBUTION_METRICS
-from emo_tasks.multiemo.scoring import LOWER_IS_BETTER as MULTIEMO_LOWER_IS_BETTER
-from emo_tasks.mvei.scoring import DIMENSIONS as MVEI_DIMENSIONS
+from emo_tasks.benchmarks import Benchmark, all_benchmarks, benchmark_of
+from emo_tasks.metrics import Metric
 
 SCHEMA = "emo-tasks/leaderboard/1"
-
-MME_METRICS = ("avg_step", "avg_token", "rec_s", "rea_s", "cot_s")
-MME_TITLES = {"avg_step": "Avg Step", "avg_token": "Avg Token", "rec_s": "Rec-S", "rea_s": "Rea-S", "cot_s": "CoT-S"}
-MVEI_METRICS = tuple("acc_" + d.replace(" ", "_") for d in MVEI_DIMENSIONS) + (
-    "acc_total",
-    "positive_ratio",
-    "give_up_ratio",
-)
-MULTIEMO_METRICS = ("precision_ours", "precision_original", "precision_single", *DISTRIBUTION_METRICS)
-#: Metrics where a rise is a regression (everything else: higher is better).
-LOWER_IS_BETTER = frozenset({m for m, lower in MULTIEMO_LOWER_IS_BETTER.items() if lower} | {"give_up_ratio"})
-#: Metrics on a 0-100 scale whose per-sample values are 0/100 outcomes: McNemar applies to value/100.
-PERCENT_METRICS = frozenset({"rec_s", "rea_s", "cot_s", "rec_s_strict", *MVEI_METRICS, *MULTIEMO_METRICS[:3]})
-#: What `compare` tests when no --metric is given: quality scores at benchmark level.
-COMPARE_DEFAULT = {
-    "mme": ("rec_s", "rea_s", "cot_s"),
-    "mvei": ("acc_total",),
-    "multiemo": MULTIEMO_METRICS,
-}
-BENCHMARKS = {"mme": "MME-Emotion", "mvei": "MVEI", "multiemo": "MultiEmo-Bench"}
-MME_GROUPS = ("mme_emotion_all", "mme_emotion_sample")
 #: Task-config fields that change what the model is asked (a difference means the prompts differ).
 PROMPT_FIELDS = ("doc_to_text", "doc_to_messages", "lmms_eval_specific_kwargs", "description", "num_fewshot")
+#: Summary keys that must agree for two runs to be comparable, and what a difference means.
+SUMMARY_KEYS = (
+    ("data_source", "data"),
+    ("prompt_hashes", "prompts"),
+    ("judge_models", "judges"),
+    ("judge_protocol", "judges"),
+    ("judge_mode", "judges"),
+    ("alpha", "judges"),
+)
+
+
+def lower_is_better() -> frozenset[str]:
+    """Metrics where a rise is a regression, from every benchmark's table."""
+    return frozenset().union(*(b.table.lower_is_better for b in all_benchmarks()))
 
 
 class ReportError(Exception):
@@ -95,7 +82,7 @@ class Run:
     label: str = ""
     #: task -> metric -> {sample key: value}
     samples: dict[str, dict[str, dict[Any, float]]] = field(default_factory=dict)
-    #: task -> MME judge summary
+    #: task -> the benchmark's own summary of it (judge models, prompt hashes, ...)
     summaries: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -125,16 +112,9 @@ class Run:
     def has(self, task: str, metric: str) -> bool:
         return f"{metric},none" in self.results.get(task, {})
 
-
-def benchmark_of(task: str) -> str | None:
-    """'mme' / 'mvei' / 'multiemo' for one of our task or group names, else None."""
-    if task.startswith("mme_emotion"):
-        return "mme"
-    if task in ("mvei", "mvei_sample"):
-        return "mvei"
-    if task in ("multiemo", "multiemo_sample"):
-        return "multiemo"
-    return None
+    def subtasks(self, group: str) -> list[str]:
+        """The group's tasks, as lmms-eval recorded them."""
+        return list((self.data.get("group_subtasks") or {}).get(group) or [])
 
 
 def find_results(run_dir: Path) -> Path:
@@ -158,190 +138,17 @@ def load_run(run_dir: str | Path) -> Run:
     except (OSError, ValueError) as exc:
         raise ReportError(f"{results_file}: not readable JSON ({exc})") from exc
     run = Run(path=path if path.is_dir() else path.parent, results_file=results_file, data=data)
-    tasks = set(run.results)
-    if any(benchmark_of(t) == "mme" for t in tasks):
-        _load_mme(run)
-    for task in sorted(tasks):
+    for task in sorted(run.results):
         bench = benchmark_of(task)
-        if bench in ("mvei", "multiemo"):
-            _load_lmms_samples(run, task, bench)
+        if bench is None or task in bench.groups or bench.read_samples is None:
+            continue
+        got = bench.read_samples(run.path, run.results_file, task, run.configs.get(task) or {})
+        if got.values:
+            run.samples[task] = got.values
+        if got.summary is not None:
+            run.summaries[task] = got.summary
+        run.notes.extend(got.notes)
     return run
-
-
-def _sample_log(run: Run, task: str) -> Path | None:
-    """`<date>_samples_<task>.jsonl` next to results.json (same date preferred), else anywhere in the run."""
-    stem = run.results_file.name[: -len("results.json")]
-    same = run.results_file.parent / f"{stem}samples_{task}.jsonl"
-    if same.exists():
-        return same
-    found = sorted(run.path.rglob(f"*_samples_{task}.jsonl"))
-    return found[-1] if found else None
-
-
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            line = line.strip()
-            if line:
-                rows.append(json.loads(line))
-    return rows
-
-
-def _load_lmms_samples(run: Run, task: str, bench: str) -> None:
-    log = _sample_log(run, task)
-    if log is None:
-        run.notes.append(
-            f"{task}: no per-sample log (*_samples_{task}.jsonl), so no confidence intervals; rerun lmms-eval with "
-            "--log_samples --output_path DIR to get them"
-        )
-        return
-    try:
-        rows = _read_jsonl(log)
-        values = _mvei_values(rows) if bench == "mvei" else _multiemo_values(rows)
-    except Exception as exc:  # noqa: BLE001 - a bad or unmatched log costs the CIs, not the report
-        run.notes.append(f"{task}: could not read per-sample values from {log.name} ({exc!r}); no CIs")
-        return
-    run.samples[task] = values
-
-
-def _mvei_values(rows: Sequence[dict[str, Any]]) -> dict[str, dict[Any, float]]:
-    out: dict[str, dict[Any, float]] = {m: {} for m in MVEI_METRICS}
-    for line in rows:
-        rec = line["acc_total"]
-        key = rec["pair_id"]
-        right = 100.0 if rec["right"] else 0.0
-        out["acc_total"][key] = right
-        out["acc_" + rec["dimension"].replace(" ", "_")][key] = right
-        out["positive_ratio"][key] = 100.0 if rec["final"] == "correct" else 0.0
-        out["give_up_ratio"][key] = 100.0 if rec["final"] == "give_up" else 0.0
-    return {m: v for m, v in out.items() if v}
-
-
-def _multiemo_values(rows: Sequence[dict[str, Any]]) -> dict[str, dict[Any, float]]:
-    from emo_tasks.multiemo import scoring
-
-    images: dict[str, dict[str, Any]] = {}
-    reference: dict[str, dict[str, Any]] | None = None
-    for line in rows:
-        rec = line["precision_ours"]
-        doc = line.get("doc")
-        if not doc or "votes" not in doc:  # lmms-eval 0.7.3 drops `doc` from the sample log: read the data file
-            if reference is None:
-                reference = _multiemo_reference(rec.get("data_source", "benchmark"))
-            doc = reference[rec["image_id"]]
-        img = images.setdefault(rec["image_id"], {"doc": doc, "scores": {}})
-        img["scores"][rec["emotion"]] = rec["predicted_score"]
-    out: dict[str, dict[Any, float]] = {m: {} for m in MULTIEMO_METRICS}
-    for image_id, img in images.items():
-        doc = img["doc"]
-        result = scoring.ImageResult(
-            image_id=image_id,
-            votes=tuple(doc["votes"]),
-            n_annotators=doc["n_annotators"],
-            original_label=doc["original_label"],
-            scores=tuple(img["scores"].get(e) for e in scoring.EMOTIONS),
-        )
-        per_image = scoring.score_images([result])
-        for m in MULTIEMO_METRICS:
-            v = per_image.get(m)
-            if v is not None:
-                out[m][image_id] = float(v)
-    return out
-
-
-def _multiemo_reference(source: str) -> dict[str, dict[str, Any]]:
-    """image_id -> votes row from the data the run used (the bundled sample, or the configured benchmark file)."""
-    from emo_tasks.multiemo.data import data_file, load_images
-
-    if source == "sample":
-        from emo_tasks.multiemo.sample import sample_file
-
-        path = sample_file()
-    else:
-        path = data_file()
-    return {img["image_id"]: img for img in load_images(path)}
-
-
-_JUDGE_FILE = re.compile(r"^(?P<sample>sample_)?(?P<tasks>mme_emotion_.+?)_(?P<stamp>\d{8}T\d{6})_judge\.jsonl$")
-
-
-def _load_mme(run: Run) -> None:
-    """Per-sample MME-Emotion values from our judge logs (the newest log per task wins)."""
-    folder = run.path / "emo_tasks_judge"
-    logs = sorted(folder.glob("*_judge.jsonl")) if folder.is_dir() else []
-    newest: dict[str, Path] = {}
-    for log in logs:
-        m = _JUDGE_FILE.match(log.name)
-        if not m:
-            continue
-        for t in m.group("tasks").split("+"):
-            name = t.replace("mme_emotion_", "mme_emotion_sample_", 1) if m.group("sample") else t
-            if name not in newest or log.name > newest[name].name:
-                newest[name] = log
-    tasks = [t for t in run.results if benchmark_of(t) == "mme" and t not in MME_GROUPS]
-    for task in sorted(tasks):
-        log = newest.get(task)
-        if log is None:
-            run.notes.append(
-                f"{task}: no MME-Emotion judge log (emo_tasks_judge/*{task.replace('_sample', '')}*_judge.jsonl), "
-                "so no confidence intervals; rerun lmms-eval with --output_path DIR (the judge writes it there)"
-            )
-            continue
-        summary_file = log.with_name(log.name[: -len("_judge.jsonl")] + "_summary.json")
-        summary: dict[str, Any] = {}
-        if summary_file.exists():
-            try:
-                summary = json.loads(summary_file.read_text(encoding="utf-8"))
-            except ValueError:
-                run.notes.append(f"{task}: {summary_file.name} is not valid JSON")
-        run.summaries[task] = summary
-        try:
-            rows = _read_jsonl(log)
-        except (OSError, ValueError) as exc:
-            run.notes.append(f"{task}: could not read {log.name} ({exc}); no CIs")
-            continue
-        from emo_tasks.mme_emotion.protocol import spec_for
-
-        base = task.replace("mme_emotion_sample_", "mme_emotion_", 1)
-        mine = [r for r in rows if spec_for(r["task"]).task == base]
-        run.samples[task] = _mme_values(mine, task, float(summary.get("alpha", 0.5)), run)
-
-
-def _mme_values(rows: Sequence[dict[str, Any]], task: str, alpha: float, run: Run) -> dict[str, dict[Any, float]]:
-    out: dict[str, dict[Any, float]] = {m: {} for m in ("rec_s", "rea_s", "cot_s", "rec_s_strict", "avg_step")}
-    for r in rows:
-        key = (task, int(r["row"]))
-        status = r.get("status")
-        if status in ("scored", "offline") and r.get("recognition") is not None:
-            out["rec_s"][key] = 100.0 * r["recognition"]
-            if r.get("strict_recognition") is not None:
-                out["rec_s_strict"][key] = 100.0 * r["strict_recognition"]
-        if status == "scored" and r.get("recognition") is not None:
-            rea = 100.0 * (r.get("reasoning") or 0.0)
-            out["rea_s"][key] = rea
-            out["cot_s"][key] = alpha * out["rec_s"][key] + (1 - alpha) * rea
-            out["avg_step"][key] = float(r.get("n_steps") or 0)
-    try:
-        from emo_tasks.tokens import count_tokens
-
-        counts = count_tokens([r.get("answer") or "" for r in rows])
-        out["avg_token"] = {(task, int(r["row"])): float(c) for r, c in zip(rows, counts, strict=True)}
-    except Exception as exc:  # noqa: BLE001 - a missing tokenizer must not stop the report
-        run.notes.append(f"{task}: avg_token per sample not available ({exc})")
-    return {m: v for m, v in out.items() if v}
-
-
-def group_samples(run: Run, group: str) -> dict[str, dict[Any, float]]:
-    """A group's per-sample values: its tasks' samples pooled (keys carry the task, so they do not collide)."""
-    sample = group == "mme_emotion_sample"
-    pooled: dict[str, dict[Any, float]] = {}
-    for task, metrics in run.samples.items():
-        if benchmark_of(task) != "mme" or task in MME_GROUPS or task.startswith("mme_emotion_sample_") != sample:
-            continue
-        for m, vals in metrics.items():
-            pooled.setdefault(m, {}).update(vals)
-    return pooled
 
 
 def label_runs(runs: Sequence[Run]) -> None:
@@ -357,9 +164,15 @@ def label_runs(runs: Sequence[Run]) -> None:
 
 
 def samples_for(run: Run, task: str) -> dict[str, dict[Any, float]]:
-    if task in MME_GROUPS:
-        return group_samples(run, task)
-    return run.samples.get(task, {})
+    """A task's per-sample values; a group pools its subtasks' (their keys carry the task)."""
+    bench = benchmark_of(task)
+    if bench is None or task not in bench.groups:
+        return run.samples.get(task, {})
+    pooled: dict[str, dict[Any, float]] = {}
+    for sub in run.subtasks(task):
+        for m, vals in run.samples.get(sub, {}).items():
+            pooled.setdefault(m, {}).update(vals)
+    return pooled
 
 
 # ------------------------------------------------------------------------------------------------ cells
@@ -402,104 +215,95 @@ def cell(run: Run, task: str, metric: str, resamples: int, seed: int) -> Cell:
 # ------------------------------------------------------------------------------------------------ report
 @dataclass
 class Table:
-    """One rendered table: a title, column names, rows of (label, cells) and rows' identity for CSV."""
+    """One rendered table: a title, column names with their metrics, rows of (label, cells)."""
 
     benchmark: str
     title: str
     columns: list[str]
     rows: list[tuple[str, list[Cell]]]
-    #: per column: (task, metric) per row index -> used by CSV/JSON
-    keys: list[list[tuple[str, str] | None]]
+    #: the metric of each column (for the number of decimals)
+    metrics: list[Metric]
 
 
-def _mme_columns(runs: Sequence[Run]) -> list[tuple[str, str]]:
-    """(column name, task-suffix) in the paper's order; suffix '' is the overall group."""
-    from emo_tasks.mme_emotion.protocol import task_specs
-
-    present = set()
-    for run in runs:
-        present.update(t for t in run.results if benchmark_of(t) == "mme")
-    cols = []
-    for spec in task_specs().values():
-        suffix = spec.task[len("mme_emotion_") :]
-        if f"mme_emotion_{suffix}" in present or f"mme_emotion_sample_{suffix}" in present:
-            cols.append((spec.key, suffix))
-    cols.append(("Overall", ""))
-    return cols
+def _present(runs: Sequence[Run]) -> list[Benchmark]:
+    """The benchmarks any of the runs has results for, in report order."""
+    tasks = {t for r in runs for t in r.results}
+    return [b for b in all_benchmarks() if any(b.owns(t) for t in tasks)]
 
 
-def _mme_task(run: Run, suffix: str) -> str | None:
-    """The run's task name for an MME column (benchmark or sample flavour), None if the run lacks it."""
-    names = (
-        ["mme_emotion_all", "mme_emotion_sample"]
-        if not suffix
-        else [f"mme_emotion_{suffix}", f"mme_emotion_sample_{suffix}"]
-    )
-    for name in names:
-        if name in run.results:
-            return name
-    return None
+def _columns(bench: Benchmark, runs: Sequence[Run]) -> list[str]:
+    """Per-task column titles present in the runs, in the benchmark's order, then "Overall" (its groups)."""
+    present = {t for r in runs for t in r.results}
+    cols: list[str] = []
+    for task in bench.tasks:
+        title = bench.titles.get(task, task)
+        if task in present and title not in cols:
+            cols.append(title)
+    return cols + ["Overall"]
+
+
+def _task_for_column(bench: Benchmark, run: Run, column: str) -> str | None:
+    """The run's task (or group, for "Overall") behind a column title; None if the run lacks it."""
+    names = bench.groups if column == "Overall" else [t for t in bench.tasks if bench.titles.get(t, t) == column]
+    return next((n for n in names if n in run.results), None)
+
+
+def _run_task(bench: Benchmark, run: Run) -> str | None:
+    """The one task of a benchmark without groups that the run has (benchmark or sample flavour)."""
+    return next((t for t in bench.tasks if t in run.results), None)
 
 
 def build_tables(runs: Sequence[Run], resamples: int = 1000, seed: int = 0) -> list[Table]:
-    """Every benchmark table (MME-Emotion: one table per metric, tasks as columns; MVEI; MultiEmo)."""
+    """Every benchmark table: one per metric with the tasks as columns for a benchmark with groups
+    (MME-Emotion, as in the paper), one with the metrics as columns otherwise."""
     tables: list[Table] = []
-    present = {benchmark_of(t) for r in runs for t in r.results}
-    if "mme" in present:
-        cols = _mme_columns(runs)
-        for metric in MME_METRICS:
-            rows, keys = [], []
+    for bench in _present(runs):
+        metrics = [m for m in bench.table if m.in_table]
+        if bench.groups:
+            cols = _columns(bench, runs)
+            for metric in metrics:
+                rows = []
+                for run in runs:
+                    cells = []
+                    for col in cols:
+                        task = _task_for_column(bench, run, col)
+                        cells.append(Cell(None) if task is None else cell(run, task, metric.name, resamples, seed))
+                    rows.append((run.label, cells))
+                tables.append(Table(bench.key, f"{bench.title} — {metric.display}", cols, rows, [metric] * len(cols)))
+        else:
+            rows = []
             for run in runs:
-                cells, row_keys = [], []
-                for _name, suffix in cols:
-                    task = _mme_task(run, suffix)
-                    if task is None:
-                        cells.append(Cell(None))
-                        row_keys.append(None)
-                    else:
-                        cells.append(cell(run, task, metric, resamples, seed))
-                        row_keys.append((task, metric))
-                rows.append((run.label, cells))
-                keys.append(row_keys)
-            tables.append(Table("mme", f"MME-Emotion — {MME_TITLES[metric]}", [c for c, _ in cols], rows, keys))
-    for bench, metrics, tasks in (
-        ("mvei", MVEI_METRICS, ("mvei", "mvei_sample")),
-        ("multiemo", MULTIEMO_METRICS, ("multiemo", "multiemo_sample")),
-    ):
-        if bench not in present:
-            continue
-        rows, keys = [], []
-        for run in runs:
-            task = next((t for t in tasks if t in run.results), None)
-            rows.append(
-                (run.label, [Cell(None) if task is None else cell(run, task, m, resamples, seed) for m in metrics])
-            )
-            keys.append([None if task is None else (task, m) for m in metrics])
-        tables.append(Table(bench, BENCHMARKS[bench], list(metrics), rows, keys))
+                task = _run_task(bench, run)
+                rows.append(
+                    (run.label, [Cell(None) if task is None else cell(run, task, m.name, resamples, seed)
+                                 for m in metrics])
+                )  # fmt: skip
+            tables.append(Table(bench.key, bench.title, [m.name for m in metrics], rows, metrics))
     return tables
 
 
 def missing_notes(runs: Sequence[Run]) -> list[str]:
     """What is absent, one line per (run, problem), tasks sharing a problem listed together; plus loader notes."""
-    present = {benchmark_of(t) for r in runs for t in r.results} - {None}
-    expected = {"mme": MME_METRICS, "mvei": MVEI_METRICS, "multiemo": MULTIEMO_METRICS}
+    present = _present(runs)
     lines = []
     for run in runs:
-        mine = {benchmark_of(t) for t in run.results}
-        for bench in sorted(present):
-            if bench not in mine:
-                lines.append(f"{run.label}: no {BENCHMARKS[bench]} results in {run.results_file}")
+        for bench in present:
+            tasks = sorted(t for t in run.results if bench.owns(t))
+            if not tasks:
+                lines.append(f"{run.label}: no {bench.title} results in {run.results_file}")
                 continue
             problems: dict[str, list[str]] = {}
-            for task in sorted(t for t in run.results if benchmark_of(t) == bench):
-                for m in expected[bench]:
-                    if not run.has(task, m):
-                        problems.setdefault(f"no {m} in {run.results_file.name}", []).append(task)
-                    elif run.value(task, m) is None:
-                        why = " (offline judge mode: no reasoning score)" if m in ("rea_s", "cot_s", "avg_step") else ""
-                        problems.setdefault(f"{m} is null in {run.results_file.name}{why}", []).append(task)
-            for problem, tasks in problems.items():
-                lines.append(f"{run.label}: {', '.join(tasks)}: {problem}")
+            for task in tasks:
+                for m in bench.table:
+                    if not m.in_table:
+                        continue
+                    if not run.has(task, m.name):
+                        problems.setdefault(f"no {m.name} in {run.results_file.name}", []).append(task)
+                    elif run.value(task, m.name) is None:
+                        why = f" ({m.null_reason})" if m.null_reason else ""
+                        problems.setdefault(f"{m.name} is null in {run.results_file.name}{why}", []).append(task)
+            for problem, names in problems.items():
+                lines.append(f"{run.label}: {', '.join(names)}: {problem}")
         lines.extend(f"{run.label}: {n}" for n in run.notes)
     return lines
 
@@ -513,9 +317,8 @@ def render_markdown(runs: Sequence[Run], tables: Sequence[Table]) -> str:
         out.append("")
         out.append("| Run | " + " | ".join(t.columns) + " |")
         out.append("|---|" + "---|" * len(t.columns))
-        digits = 4 if t.benchmark == "multiemo" else 2
         for label, cells in t.rows:
-            shown = [c.text(digits if t.benchmark != "multiemo" or i >= 3 else 2) for i, c in enumerate(cells)]
+            shown = [c.text(m.digits) for c, m in zip(cells, t.metrics, strict=True)]
             out.append(f"| {label.replace('|', '/')} | " + " | ".join(shown) + " |")
         out.append("")
     notes = missing_notes(runs)
@@ -539,13 +342,12 @@ def metric_rows(runs: Sequence[Run], resamples: int = 1000, seed: int = 0) -> li
             bench = benchmark_of(task)
             if bench is None:
                 continue
-            metrics = {"mme": MME_METRICS + ("rec_s_strict",), "mvei": MVEI_METRICS, "multiemo": MULTIEMO_METRICS}
-            for m in metrics[bench]:
-                if not run.has(task, m):
+            for m in bench.table.reported:
+                if not run.has(task, m.name):
                     continue
-                c = cell(run, task, m, resamples, seed)
+                c = cell(run, task, m.name, resamples, seed)
                 records.append(
-                    {"run": run.label, "benchmark": BENCHMARKS[bench], "task": task, "metric": m, **c.as_dict()}
+                    {"run": run.label, "benchmark": bench.title, "task": task, "metric": m.name, **c.as_dict()}
                 )
     return records
 
@@ -614,7 +416,8 @@ def leaderboard(runs: Sequence[Run], resamples: int = 1000, seed: int = 0) -> di
 
 
 def plot(runs: Sequence[Run], path: str | Path, resamples: int = 1000, seed: int = 0) -> None:
-    """One PNG, one panel per benchmark present: grouped bars (metric x run) with CI error bars."""
+    """One PNG, one panel per benchmark present: grouped bars (metric x run) with CI error bars; a benchmark with
+    groups is shown by its overall (group) numbers."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -622,22 +425,19 @@ def plot(runs: Sequence[Run], path: str | Path, resamples: int = 1000, seed: int
     import numpy as np
 
     panels = []
-    present = {benchmark_of(t) for r in runs for t in r.results}
-    if "mme" in present:
-        panels.append(("MME-Emotion (overall)", ("rec_s", "rea_s", "cot_s"), MME_GROUPS, "score (0-100)"))
-    if "mvei" in present:
-        panels.append(("MVEI", MVEI_METRICS[:5], ("mvei", "mvei_sample"), "accuracy (%)"))
-    if "multiemo" in present:
-        panels.append(("MultiEmo-Bench", MULTIEMO_METRICS[:3], ("multiemo", "multiemo_sample"), "precision (%)"))
+    for bench in _present(runs):
+        tasks = bench.groups or bench.tasks
+        panels.append((bench.title + (" (overall)" if bench.groups else ""), [m for m in bench.table if m.plot],
+                       tasks, bench.plot_ylabel))  # fmt: skip
     if not panels:
-        panels.append(("no emo-tasks results", (), (), ""))
+        panels.append(("no emo-tasks results", [], (), ""))
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.8), squeeze=False)
     width = 0.8 / max(1, len(runs))
     for ax, (title, metrics, tasks, ylabel) in zip(axes[0], panels, strict=True):
         x = np.arange(len(metrics))
         for i, run in enumerate(runs):
             task = next((t for t in tasks if t in run.results), None)
-            cells = [cell(run, task, m, resamples, seed) if task else Cell(None) for m in metrics]
+            cells = [cell(run, task, m.name, resamples, seed) if task else Cell(None) for m in metrics]
             heights = [c.value if c.value is not None else 0.0 for c in cells]
             err = np.array(
                 [
@@ -659,7 +459,7 @@ def plot(runs: Sequence[Run], path: str | Path, resamples: int = 1000, seed: int
         ax.set_title(title)
         ax.set_xticks(x)
         ax.set_xticklabels(
-            [MME_TITLES.get(m, m.replace("acc_", "").replace("_", " ")) for m in metrics], rotation=30, ha="right"
+            [m.title or m.name.replace("acc_", "").replace("_", " ") for m in metrics], rotation=30, ha="right"
         )
         ax.set_ylabel(ylabel)
         ax.set_xlabel("metric")
@@ -704,19 +504,17 @@ def mismatches(base: Run, new: Run) -> list[str]:
                 reasons.append(f"prompts: {task} config field {f} differs")
         bs, ns = base.summaries.get(task), new.summaries.get(task)
         if bs is not None and ns is not None:
-            for key, kind in (
-                ("data_source", "data"),
-                ("prompt_hashes", "prompts"),
-                ("judge_models", "judges"),
-                ("judge_protocol", "judges"),
-                ("judge_mode", "judges"),
-                ("alpha", "judges"),
-            ):
+            for key, kind in SUMMARY_KEYS:
                 if bs.get(key) != ns.get(key):
                     reasons.append(f"{kind}: {task} {key} {bs.get(key)!r} vs {ns.get(key)!r}")
     if (base.data.get("system_instruction") or None) != (new.data.get("system_instruction") or None):
         reasons.append("prompts: system_instruction differs")
     return reasons
+
+
+def _metric(task: str, metric: str) -> Metric | None:
+    bench = benchmark_of(task)
+    return bench.table[metric] if bench is not None and metric in bench.table else None
 
 
 def _stable(value: Any) -> str:
@@ -725,15 +523,15 @@ def _stable(value: Any) -> str:
 
 
 def default_metrics(base: Run, new: Run) -> list[tuple[str, str]]:
-    """Benchmark-level quality metrics present (non-null) in both runs."""
+    """Benchmark-level headline metrics present (non-null) in both runs (a benchmark with groups: the groups)."""
     pairs = []
     for task in sorted(set(base.results) & set(new.results)):
         bench = benchmark_of(task)
-        if bench is None or (bench == "mme" and task not in MME_GROUPS):
+        if bench is None or (bench.groups and task not in bench.groups):
             continue
-        for m in COMPARE_DEFAULT[bench]:
-            if base.value(task, m) is not None and new.value(task, m) is not None:
-                pairs.append((task, m))
+        for m in bench.table.headline:
+            if base.value(task, m.name) is not None and new.value(task, m.name) is not None:
+                pairs.append((task, m.name))
     return pairs
 
 
@@ -748,8 +546,10 @@ def select_metrics(base: Run, new: Run, wanted: Sequence[str]) -> tuple[list[tup
             for t in shared
             if (not task_part or t == task_part) and base.has(t, metric) and new.has(t, metric)
         ]
-        if not task_part and any(t in MME_GROUPS for t, _ in found):
-            found = [(t, m) for t, m in found if benchmark_of(t) != "mme" or t in MME_GROUPS]
+        if not task_part:  # a bare metric name means a benchmark's groups when it has some
+            grouped = {b.key for t, _ in found if (b := benchmark_of(t)) is not None and t in b.groups}
+            found = [(t, m) for t, m in found if (b := benchmark_of(t)) is None or b.key not in grouped
+                     or t in b.groups]  # fmt: skip
         if found:
             pairs.extend(p for p in found if p not in pairs)
         else:
@@ -773,7 +573,8 @@ def compare_metric(
         return f"data: {task} {metric}: the runs share no sample (keys do not overlap)"
     b = [bv[k] for k in keys]
     n = [nv[k] for k in keys]
-    scale = 100.0 if metric in PERCENT_METRICS else 1.0
+    spec = _metric(task, metric)
+    scale = 100.0 if spec is not None and spec.outcome else 1.0
     b01, n01 = [x / scale for x in b], [x / scale for x in n]
     if scale == 100.0 and stats.is_binary(b01) and stats.is_binary(n01):
         r = stats.mcnemar_exact(b01, n01, n_resamples=resamples, seed=seed)
@@ -781,7 +582,7 @@ def compare_metric(
     else:
         r = stats.paired_bootstrap(b, n, n_resamples=resamples, seed=seed)
         delta, low, high = r.delta, r.low, r.high
-    drop = delta if metric in LOWER_IS_BETTER else -delta
+    drop = delta if spec is not None and not spec.higher_is_better else -delta
     return Comparison(
         task,
         metric,
