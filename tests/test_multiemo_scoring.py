@@ -21,6 +21,7 @@ from emo_tasks.multiemo.scoring import (
     LOWER_IS_BETTER,
     SMOOTHING_EPS,
     SPLIT_HALF_METRICS,
+    TABLE,
     ImageResult,
     ScoreParse,
     distribution_metrics,
@@ -29,8 +30,10 @@ from emo_tasks.multiemo.scoring import (
     precision_credit,
     score_distribution,
     score_images,
+    score_sample,
     single_label_reference,
     split_half_baseline,
+    task_metrics,
     vote_distribution,
 )
 
@@ -477,3 +480,38 @@ def test_split_half_rejects_bad_input() -> None:
         split_half_baseline([[["fear"], ["anger"]]], repeats=0)
     empty = split_half_baseline([])
     assert empty["n_images"] == 0 and all(empty[m] is None for m in SPLIT_HALF_METRICS)
+
+
+# ------------------------------------------------------------------------------------------------ per sample, table
+def test_score_sample_is_the_image_scored_alone() -> None:
+    a = _img("a", [10, 5, 0, 0, 0, 0, 0, 0], "anger", [80, 80, 10, 0, 0, 0, 0, 0])
+    assert score_sample(a) == score_images([a])
+    numbers = score_sample(a)
+    # P={0,1}; ours G={0} -> 1/2, original {1} -> 1/2, single {0} -> 1/2; cheb = max(.3, .55, .1) = .55
+    assert (numbers["precision_ours"], numbers["precision_original"], numbers["precision_single"]) == (50.0,) * 3
+    assert numbers["cheb"] == pytest.approx(0.55)
+
+
+def test_task_metrics_adds_the_parse_failures_to_score_images() -> None:
+    a = ImageResult("a", (10, 5, 0, 0, 0, 0, 0, 0), 20, "anger", (80, 80, 10, 0, 0, 0, 0, 0))
+    b = ImageResult("b", (0, 0, 6, 6, 0, 0, 0, 0), 20, "awe", (50, None, None, 0, 0, 0, 0, 0), n_parse_failed=1)
+    metrics = task_metrics([a, b])
+    assert {k: v for k, v in metrics.items() if k != "n_parse_failed"} == score_images([a, b])
+    assert metrics["n_parse_failed"] == 1  # b's second None is an answer that never came, not a parse failure
+    assert list(metrics)[-1] == "n_parse_failed" and set(TABLE.names) <= metrics.keys()
+
+
+def test_per_sample_values_skip_undefined_and_incomplete_images() -> None:
+    a = _img("a", [10, 5, 0, 0, 0, 0, 0, 0], "anger", [80, 80, 10, 0, 0, 0, 0, 0])
+    b = _img("b", [0, 0, 6, 6, 0, 0, 0, 0], "awe", [50] * 8)  # constant scores: srcc/plcc undefined
+    c = _img("c", [20, 0, 0, 0, 0, 0, 0, 0], "amusement", [90, None, 0, 0, 0, 0, 0, 0])  # incomplete
+    values = TABLE.per_sample_values({im.image_id: score_sample(im) for im in (a, b, c)})
+    assert set(values) == {m.name for m in TABLE.reported}
+    assert values["precision_ours"] == {"a": 50.0, "b": 25.0}
+    assert values["precision_original"] == {"a": 50.0, "b": 12.5}
+    assert set(values["srcc"]) == set(values["plcc"]) == {"a"}
+    assert set(values["cheb"]) == {"a", "b"}
+
+
+def test_lower_is_better_is_derived_from_the_table() -> None:
+    assert LOWER_IS_BETTER == {m: not TABLE[m].higher_is_better for m in DISTRIBUTION_METRICS}

@@ -14,13 +14,15 @@ from typing import Any
 import pytest
 from conftest import API_KEY, env_without_secrets
 
-from emo_tasks.mme_emotion.data import DataError
+from emo_tasks.common import DataError
 from emo_tasks.multiemo import scoring
 from emo_tasks.multiemo.data import EMOTIONS, load_images
 from emo_tasks.multiemo.judge_stage import build_requests, load_predictions, run_judge_stage
 from emo_tasks.multiemo.sample import sample_file
+from emo_tasks.multiemo.settings import MultiEmoSettings
+from emo_tasks.settings import environ
 from judges import reset_engine
-from judges.loopback import LoopbackServer, Reply, count_media, last_user_text
+from judges.testing import LoopbackServer, Reply, count_media, last_user_text
 
 JUDGE_MODEL = "loopback-judge-7b"
 MODEL_A = "qwen-fake-ALPHA"
@@ -177,6 +179,11 @@ def use_server(monkeypatch: pytest.MonkeyPatch, srv: LoopbackServer, cache: Path
     reset_engine()
 
 
+def stage_settings(data: Path) -> MultiEmoSettings:
+    """What the judge stage's command line builds at its entry point."""
+    return MultiEmoSettings.from_env(environ(), "benchmark", data_file=data)
+
+
 def prompt_texts(requests: list) -> list[str]:
     return [req.messages[0]["content"][-1]["text"] for _, req in requests]
 
@@ -220,7 +227,7 @@ def test_judge_stage_against_loopback(
     recorder = Recorder()
     with LoopbackServer(responder=recorder, expected_api_key=API_KEY) as srv:
         use_server(monkeypatch, srv, tmp_path / "cache")
-        rows, metrics = run_judge_stage(data, prediction_files, seed=0)
+        rows, metrics = run_judge_stage(data, prediction_files, seed=0, settings=stage_settings(data))
 
         assert len(srv.calls) == 48 and all(c.auth_ok for c in srv.calls)
         for body in recorder.bodies:
@@ -255,7 +262,7 @@ def test_judge_stage_against_loopback(
 
         srv.reset_log()
         reset_engine()
-        rows2, metrics2 = run_judge_stage(data, prediction_files, seed=0)
+        rows2, metrics2 = run_judge_stage(data, prediction_files, seed=0, settings=stage_settings(data))
         assert srv.calls == []  # every answer came from the cache
         assert rows2 == rows
         assert_scores_equal(metrics2, expected_metrics(data))
@@ -272,7 +279,7 @@ def test_garbage_answer_is_retried_once_then_counted(
     recorder = Recorder(garbage_for=target_text[target])
     with LoopbackServer(responder=recorder, expected_api_key=API_KEY) as srv:
         use_server(monkeypatch, srv, tmp_path / "cache")
-        rows, metrics = run_judge_stage(data, prediction_files, seed=0)
+        rows, metrics = run_judge_stage(data, prediction_files, seed=0, settings=stage_settings(data))
         asked = [b for b in recorder.bodies if last_user_text(b) == target_text[target]]
         assert len(asked) == 2  # the first answer and one retry
         assert len(srv.calls) == 49
@@ -284,6 +291,20 @@ def test_garbage_answer_is_retried_once_then_counted(
 
 
 # ------------------------------------------------------------------------------------------------ CLIs
+def test_command_lines_read_their_settings_first(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, data: Path, prediction_files: tuple[Path, Path]
+) -> None:
+    from emo_tasks.multiemo import baseline, judge_stage
+
+    monkeypatch.setenv("EMO_JUDGE_CONCURRENCY", "many")
+    assert judge_stage.main(["--data", str(data), "--predictions", *map(str, prediction_files)]) == 2
+    assert "EMO_JUDGE_CONCURRENCY='many'" in capsys.readouterr().err
+    monkeypatch.delenv("EMO_JUDGE_CONCURRENCY")
+    monkeypatch.setenv("EMO_PROGRESS", "maybe")
+    assert baseline.main(["--data", str(data)]) == 2
+    assert "EMO_PROGRESS='maybe'" in capsys.readouterr().err
+
+
 def _cli(module: str, args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", module, *args], env=env, capture_output=True, text=True, timeout=300, cwd=cwd
@@ -360,5 +381,14 @@ def test_baseline_names_the_first_image_without_annotators(tmp_path: Path, data:
     bare.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(DataError, match=rf"line 3: image {rows[2]['id']!r}.*4 of 6"):
         human_baseline(bare)
+
+
+@pytest.mark.slow
+def test_baseline_cli_names_missing_annotators(tmp_path: Path, data: Path) -> None:
+    rows = [json.loads(line) for line in data.read_text().splitlines()]
+    for row in rows[2:]:
+        del row["annotators"]
+    bare = data.with_name("bare.jsonl")
+    bare.write_text("".join(json.dumps(r) + "\n" for r in rows))
     proc = _cli("emo_tasks.multiemo.baseline", ["--data", str(bare)], env_without_secrets(), tmp_path)
     assert proc.returncode == 2 and "annotators" in proc.stderr and "Traceback" not in proc.stderr

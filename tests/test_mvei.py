@@ -12,11 +12,13 @@ import pytest
 from conftest import API_KEY, env_without_secrets
 from PIL import Image
 
-from emo_tasks.mme_emotion.data import DataError
+from emo_tasks.common import DataError
 from emo_tasks.mvei import hooks
 from emo_tasks.mvei.data import data_file, load_docs
 from emo_tasks.mvei.sample import sample_pairs
-from judges.loopback import LoopbackServer, Reply, count_media, last_user_text
+from emo_tasks.mvei.settings import MVEISettings
+from emo_tasks.settings import SettingsError, environ
+from judges.testing import LoopbackServer, Reply, count_media, last_user_text
 
 PAIRS = sample_pairs()
 N_CORRECT = sum(1 for _, _, label in PAIRS if label == "correct")
@@ -70,19 +72,120 @@ def test_malformed_rows_are_named(tmp_path: Path, row: dict, message: str) -> No
 
 
 def test_data_file_errors_say_what_to_set(tmp_path: Path) -> None:
-    with pytest.raises(DataError, match="EMO_DATA_ROOT"):
-        data_file({"EMO_DATA_ROOT": str(tmp_path)})
+    with pytest.raises(SettingsError, match="EMO_DATA_ROOT"):
+        MVEISettings.from_env({"EMO_DATA_ROOT": str(tmp_path)})
     (tmp_path / "mvei").mkdir()
     (tmp_path / "mvei" / "mvei.json").write_text("{}")
     (tmp_path / "mvei" / "mvei.jsonl").write_text("")
-    with pytest.raises(DataError, match="both"):
-        data_file({"EMO_DATA_ROOT": str(tmp_path)})
-    with pytest.raises(DataError, match="EMO_MVEI_FILE"):
-        data_file({"EMO_MVEI_FILE": str(tmp_path / "nope.json")})
+    with pytest.raises(SettingsError, match="both"):
+        MVEISettings.from_env({"EMO_DATA_ROOT": str(tmp_path)})
+    with pytest.raises(SettingsError, match="EMO_MVEI_FILE"):
+        MVEISettings.from_env({"EMO_MVEI_FILE": str(tmp_path / "nope.json")})
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     with pytest.raises(DataError, match="not valid JSON"):
         load_docs(bad)
+
+
+# ------------------------------------------------------------------------------------------------- settings
+@pytest.mark.parametrize(
+    "env, variable, value, accepted",
+    [
+        ({"EMO_MVEI_FILE": "/no/such/mvei.json"}, "EMO_MVEI_FILE", "/no/such/mvei.json", "mvei.json or mvei.jsonl"),
+        ({"EMO_DATA_ROOT": "/no/such/root"}, "EMO_DATA_ROOT", "/no/such/root", "mvei/mvei.json or mvei/mvei.jsonl"),
+        ({"EMO_MVEI_HUB_ID": "not a repo"}, "EMO_MVEI_HUB_ID", "not a repo", "owner/name"),
+        ({"EMO_PROGRESS": "maybe"}, "EMO_PROGRESS", "maybe", "1, true"),
+    ],
+)
+def test_bad_settings_name_the_variable_value_and_accepted(env: dict, variable: str, value: str, accepted: str) -> None:
+    with pytest.raises(SettingsError) as err:
+        MVEISettings.from_env(env)
+    message = str(err.value)
+    assert f"{variable}=" in message and repr(value) in message and accepted in message
+
+
+def test_settings_resolve_the_data_once_and_are_hashable(tmp_path: Path) -> None:
+    (tmp_path / "root" / "mvei").mkdir(parents=True)
+    in_root = tmp_path / "root" / "mvei" / "mvei.jsonl"
+    in_root.write_text("")
+    named = tmp_path / "named.json"
+    named.write_text("{}")
+    cache = {"EMO_CACHE_DIR": str(tmp_path / "cache")}
+    by_file = MVEISettings.from_env({**cache, "EMO_MVEI_FILE": str(named), "EMO_DATA_ROOT": str(tmp_path / "root")})
+    by_root = MVEISettings.from_env({**cache, "EMO_DATA_ROOT": str(tmp_path / "root")})
+    hub = MVEISettings.from_env({**cache, "EMO_MVEI_HUB_ID": "me/my-mvei"})
+    assert (by_file.data.file, by_root.data.file, hub.data.file) == (named, in_root, None)
+    assert (by_file.data.hub_id, hub.data.hub_id) == ("wudq/MVEI", "me/my-mvei")
+    assert data_file(by_file) == named and data_file(by_root) == in_root
+    assert hash(by_root) == hash(MVEISettings.from_env({**cache, "EMO_DATA_ROOT": str(tmp_path / "root")}))
+    # the sample reads none of the data variables, so a bad one cannot stop it
+    sample = MVEISettings.from_env({**cache, "EMO_MVEI_FILE": "/no/such/file"}, "sample")
+    assert (sample.data.file, sample.data.hub_id, sample.cache_dir) == (None, None, tmp_path / "cache")
+    path = data_file(sample)
+    assert path == tmp_path / "cache" / "samples" / "mvei-v1" / "mvei.json" and len(load_docs(path)) == len(PAIRS)
+
+
+def test_process_docs_reads_the_settings_before_anything_else(tmp_path: Path, monkeypatch) -> None:
+    import datasets
+
+    def placeholder(source: str) -> datasets.Dataset:
+        return datasets.Dataset.from_list([{"emo_source": f"mvei/{source}"}])
+
+    monkeypatch.setenv("EMO_MVEI_FILE", str(tmp_path / "typo.json"))
+    with pytest.raises(SettingsError, match="EMO_MVEI_FILE="):
+        hooks.process_docs(placeholder("benchmark"))
+    monkeypatch.setenv("EMO_CACHE_DIR", str(tmp_path / "cache"))
+    docs = hooks.process_docs(placeholder("sample"))
+    assert len(docs) == len(PAIRS) and {d["data_source"] for d in docs} == {"sample"}
+    assert all(d["image_path"].startswith(str(tmp_path / "cache")) for d in docs)
+    assert hooks._loaded.get("sample") == MVEISettings.from_env(environ(), "sample")  # kept for the aggregation
+    with pytest.raises(DataError, match="mvei/benchmark or mvei/sample"):
+        hooks.process_docs(placeholder("other"))
+
+
+# ------------------------------------------------------------------------------------------------- read back
+def _pair_record(pair_id: str, dimension: str, label: str, decisions: list[str]) -> dict:
+    answers = [d.capitalize() for d in decisions]
+    return hooks.process_results(
+        {"pair_id": pair_id, "dimension": dimension, "label": label, "data_source": "sample"}, [answers]
+    )
+
+
+def test_read_samples_from_a_hand_written_run(tmp_path: Path) -> None:
+    from emo_tasks.mvei.results import BENCHMARK
+
+    run = tmp_path / "run"
+    folder = run / "model__x"
+    folder.mkdir(parents=True)
+    results = folder / "20250101_000000_results.json"
+    results.write_text("{}")
+    lines = [
+        {"doc_id": 0, **_pair_record("p1", "scene context", "correct", ["correct", "correct", "incorrect"])},
+        {"doc_id": 1, **_pair_record("p2", "sentiment polarity", "incorrect", ["correct", "unsure", "unsure"])},
+        {"doc_id": 2, **_pair_record("p3", "scene context", "incorrect", ["correct", "correct", "correct"])},
+    ]
+    log = folder / "20250101_000000_samples_mvei_sample.jsonl"
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    got = BENCHMARK.read_samples(run, results, "mvei_sample", {})
+    assert got.notes == [] and got.summary is None
+    assert got.values == {
+        "acc_total": {"p1": 100.0, "p2": 0.0, "p3": 0.0},
+        "acc_sentiment_polarity": {"p2": 0.0},
+        "acc_scene_context": {"p1": 100.0, "p3": 0.0},
+        "positive_ratio": {"p1": 100.0, "p2": 0.0, "p3": 100.0},
+        "give_up_ratio": {"p1": 0.0, "p2": 100.0, "p3": 0.0},
+    }
+    assert BENCHMARK.owns("mvei") and BENCHMARK.owns("mvei_sample") and BENCHMARK.table.benchmark == "mvei"
+
+    missing = BENCHMARK.read_samples(run, results, "mvei", {})
+    assert missing.values == {} and missing.notes == [
+        "mvei: no per-sample log (*_samples_mvei.jsonl), so no confidence intervals; rerun lmms-eval with "
+        "--log_samples --output_path DIR to get them"
+    ]
+    log.write_text(log.read_text() + "{oops\n")
+    (note,) = BENCHMARK.read_samples(run, results, "mvei_sample", {}).notes
+    assert note.startswith(f"mvei_sample: could not read per-sample values from {log.name} (JSONDecodeError(")
+    assert note.endswith("); no CIs")
 
 
 def test_hooks_prompt_visual_and_three_answers(tmp_path: Path) -> None:

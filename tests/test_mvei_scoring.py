@@ -16,6 +16,7 @@ from emo_tasks.mvei.scoring import (
     GIVE_UP,
     INCORRECT,
     LABELS,
+    TABLE,
     PairResult,
     answer_segment,
     is_consistent,
@@ -24,6 +25,8 @@ from emo_tasks.mvei.scoring import (
     parse_official,
     parse_strict,
     score_pairs,
+    score_sample,
+    task_metrics,
 )
 
 C, N, G = CORRECT, INCORRECT, GIVE_UP  # N: "no", the statement is incorrect
@@ -425,3 +428,40 @@ def test_score_pairs_rejects_bad_decisions() -> None:
         score_pairs([PairResult(EI, C, (C, C), (C, "Correct"))])
     with pytest.raises(ValueError, match="2 official but 3 strict"):
         score_pairs([PairResult(EI, C, (C, C), (C, C, C))])
+
+
+# ------------------------------------------------------------------------------------------------ per sample, table
+def test_score_sample_parses_every_answer_with_both_rules() -> None:
+    pair = score_sample(["Correct", "not correct", "<answer>B</answer>"], SC, N)
+    assert pair == PairResult(SC, N, (C, C, N), (C, N, N))
+    assert (pair.final, pair.right) == (C, False)
+    pair = score_sample(["I am unsure, maybe", "", None], SP, C)
+    assert pair.decisions == (G, G, G) and pair.strict_decisions == (G, G, G)
+    assert (pair.final, pair.right) == (G, False)
+
+
+def test_task_metrics_is_every_table_metric_of_score_pairs() -> None:
+    pairs = [PairResult(SC, C, (C, C, N), (C, C, N)), PairResult(SP, N, (G, G, C), (G, N, C))]
+    metrics = task_metrics(pairs)
+    assert metrics == score_pairs(pairs)
+    assert set(TABLE.names) <= metrics.keys()
+    assert metrics["acc_total"] == 50.0 and metrics["give_up_ratio"] == 50.0 and metrics["n_pairs"] == 2
+
+
+def test_per_sample_values_by_hand() -> None:
+    units = {
+        "p1": PairResult(SC, C, (C, C, N), (C, C, N)),  # final correct, right
+        "p2": PairResult(SP, N, (C, G, G), (C, G, G)),  # final give_up, wrong
+        "p3": PairResult(SC, N, (C, C, C), (C, C, C)),  # final correct, wrong
+    }
+    assert TABLE.per_sample_values(units) == {
+        "acc_total": {"p1": 100.0, "p2": 0.0, "p3": 0.0},
+        "acc_sentiment_polarity": {"p2": 0.0},
+        "acc_scene_context": {"p1": 100.0, "p3": 0.0},
+        "positive_ratio": {"p1": 100.0, "p2": 0.0, "p3": 100.0},
+        "give_up_ratio": {"p1": 0.0, "p2": 100.0, "p3": 0.0},
+    }
+    # their means are the task's metrics
+    metrics = task_metrics(list(units.values()))
+    for name, values in TABLE.per_sample_values(units).items():
+        assert sum(values.values()) / len(values) == pytest.approx(metrics[name])

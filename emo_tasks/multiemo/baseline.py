@@ -18,9 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from emo_tasks.common import DataError
+from emo_tasks.settings import SettingsError, environ
+from judges.config import JudgeConfigError
 
 from . import scoring
-from .data import load_images
+from .data import data_file, load_images
+from .settings import MultiEmoSettings
 
 
 def human_baseline(data_path: str | Path, repeats: int = 10, seed: int = 0) -> dict[str, Any]:
@@ -69,8 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.repeats < 1:
         ap.error("--repeats must be >= 1")
     try:
-        result = human_baseline(args.data, repeats=args.repeats, seed=args.seed)
-    except DataError as exc:
+        settings = MultiEmoSettings.from_env(environ(), "benchmark", data_file=args.data)
+        result = human_baseline(data_file(settings), repeats=args.repeats, seed=args.seed)
+    except (SettingsError, JudgeConfigError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(json_safe(result), indent=2))

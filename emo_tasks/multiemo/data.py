@@ -12,40 +12,41 @@ One JSON object per line (`multiemo.jsonl`):
      "annotators": [["awe", "contentment"], ["none"], ...]}   # optional: each annotator's selections
 
 `annotators`, when present, must list exactly `n_annotators` selections whose counts equal `votes` (it is what the
-human split-half baseline needs).  Location: `EMO_MULTIEMO_FILE`, else `EMO_DATA_ROOT/multiemo/multiemo.jsonl`,
-else the Hub dataset named by `EMO_MULTIEMO_HUB_ID` (a file in this format in the snapshot).
+human split-half baseline needs).  Location (see `settings`): `EMO_MULTIEMO_FILE`, else
+`EMO_DATA_ROOT/multiemo/multiemo.jsonl`, else the Hub dataset named by `EMO_MULTIEMO_HUB_ID` (a file in this
+format in the snapshot).
 """
 
 from __future__ import annotations
 
-import os
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.common import DataError, file_from_env, hub_snapshot, iter_jsonl
+from emo_tasks.common import DataError, hub_snapshot, iter_jsonl
+from emo_tasks.datafiles import check_listed_files
+from emo_tasks.images import image_path
 
-EMOTIONS = ("amusement", "anger", "awe", "contentment", "disgust", "excitement", "fear", "sadness")
+from . import scoring
+from .sample import sample_file
+from .scoring import EMOTIONS
+from .settings import FIX as _FIX
+from .settings import MultiEmoSettings
+
 VOTE_KEYS = (*EMOTIONS, "none")
 SOURCES = ("EmoSet", "FI")
-_FIX = (
-    "Set EMO_DATA_ROOT to a folder containing multiemo/multiemo.jsonl (format: see emo_tasks/multiemo/data.py and "
-    "the README), or EMO_MULTIEMO_FILE to the file itself, or EMO_MULTIEMO_HUB_ID to a Hub dataset holding one."
-)
 
 
-def data_file(env: dict[str, str] | None = None) -> Path:
-    env = dict(os.environ) if env is None else env
-    path = file_from_env(env, "EMO_MULTIEMO_FILE", _FIX)
-    if path is not None:
-        return path
-    if env.get("EMO_DATA_ROOT"):
-        path = Path(env["EMO_DATA_ROOT"]).expanduser() / "multiemo" / "multiemo.jsonl"
-        if not path.is_file():
-            raise DataError(f"MultiEmo-Bench data not found: {path}. {_FIX}")
-        return path
-    if env.get("EMO_MULTIEMO_HUB_ID"):
-        return _hub_file(env["EMO_MULTIEMO_HUB_ID"])
+def data_file(settings: MultiEmoSettings) -> Path:
+    """The data file to load: the bundled sample (generated on first use) for the sample source, else the local
+    file the settings name (--data, EMO_MULTIEMO_FILE or EMO_DATA_ROOT/multiemo), else the Hub dataset's."""
+    if settings.source == "sample":
+        return sample_file(settings.cache_dir)
+    if settings.data.file is not None:
+        return settings.data.file
+    if settings.data.hub_id:
+        return _hub_file(settings.data.hub_id)
     raise DataError(f"No MultiEmo-Bench data configured. {_FIX}")
 
 
@@ -124,16 +125,25 @@ def load_images(path: Path) -> list[dict[str, Any]]:
         if row["image_id"] in seen:
             raise DataError(f"{where}: id {row['image_id']!r} repeats line {seen[row['image_id']]}")
         seen[row["image_id"]] = n
-        image = Path(row["image"])
-        row["image_path"] = str(image if image.is_absolute() else path.parent / image)
-        if not os.path.isfile(row["image_path"]):
+        row["image_path"] = str(image_path(row["image"], path))
+        if not Path(row["image_path"]).is_file():
             missing.append(f"{row['image_path']} (line {n})")
         row["line"] = n
         rows.append(row)
     if not rows:
         raise DataError(f"MultiEmo-Bench data file {path} has no rows")
-    if missing:
-        shown = "\n  ".join(missing[:10])
-        more = f"\n  ... and {len(missing) - 10} more" if len(missing) > 10 else ""
-        raise DataError(f"{len(missing)} of {len(rows)} images listed in {path} are missing:\n  {shown}{more}")
+    check_listed_files(missing, len(rows), "images", path)
     return rows
+
+
+def image_result(img: dict[str, Any], scores: Sequence[float | None], n_parse_failed: int = 0) -> scoring.ImageResult:
+    """One loaded image row (`load_images`) with its 8 predicted scores (None = no usable score) as the image's
+    per-sample unit."""
+    return scoring.ImageResult(
+        image_id=img["image_id"],
+        votes=tuple(img["votes"]),
+        n_annotators=img["n_annotators"],
+        original_label=img["original_label"],
+        scores=tuple(scores),
+        n_parse_failed=n_parse_failed,
+    )

@@ -4,34 +4,35 @@ eight answers and scores them with the pure `scoring` module."""
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.common import DataError, LastResult, load_yaml, placeholder_name
+from emo_tasks.common import LastResult, atomic_write_text, load_yaml
+from emo_tasks.datafiles import LoadedSources, placeholder_source
+from emo_tasks.images import load_image
+from emo_tasks.settings import environ
 
 from . import scoring
-from .data import EMOTIONS, data_file, load_images
+from .data import EMOTIONS, data_file, image_result, load_images
+from .settings import MultiEmoSettings
 
 PROTOCOL_FILE = Path(__file__).with_name("protocol.yml")
-METRICS = (
-    "precision_ours",
-    "precision_original",
-    "precision_single",
-    *scoring.DISTRIBUTION_METRICS,
-    "n_images",
-    "n_images_incomplete",
-    "n_parse_failed",
-    "n_srcc_undefined",
-    "n_plcc_undefined",
-)
 
-#: Every loaded image by (source, image_id): process_docs runs on every rank, so the aggregation (rank 0) can look
-#: the votes up here and `process_results` records stay small.
-_images_lock = threading.Lock()
-_images: dict[tuple[str, str], dict[str, Any]] = {}
+
+@dataclass(frozen=True)
+class Loaded:
+    """One source as process_docs loaded it: the settings it was read with and its images by image_id."""
+
+    settings: MultiEmoSettings
+    images: Mapping[str, dict[str, Any]]
+
+
+#: What each source was loaded with: the aggregation looks the votes up here, so `process_results` records stay
+#: small, and keys its memo by the settings.
+_loaded: LoadedSources[Loaded] = LoadedSources()
 
 
 def protocol() -> dict[str, Any]:
@@ -40,22 +41,15 @@ def protocol() -> dict[str, Any]:
 
 
 def process_docs(dataset: Any) -> Any:
-    """Replace the placeholder row (`dataset_name: multiemo/<benchmark|sample>`) with 8 docs per image."""
+    """Replace the placeholder row (`dataset_name: multiemo/<benchmark|sample>`) with 8 docs per image.
+
+    The settings are read from the environment here, before any inference: a bad value stops the run now."""
     import datasets
 
-    name = placeholder_name(dataset, "MultiEmo")
-    if name == "multiemo/sample":
-        from .sample import sample_file
-
-        source, path = "sample", sample_file()
-    elif name == "multiemo/benchmark":
-        source, path = "benchmark", data_file()
-    else:
-        raise DataError(f"dataset_name must be multiemo/benchmark or multiemo/sample, got {name!r}")
-    images = load_images(path)
-    with _images_lock:
-        for img in images:
-            _images[(source, img["image_id"])] = img
+    source = placeholder_source(dataset, "MultiEmo", "multiemo")
+    settings = MultiEmoSettings.from_env(environ(), source)
+    images = load_images(data_file(settings))
+    _loaded.put(source, Loaded(settings, {img["image_id"]: img for img in images}))
     # (lmms-eval 0.7.3 drops `doc` from its sample log: `emo-tasks report` reads the votes from the data file)
     docs = [
         {"image_id": img["image_id"], "emotion": emotion, "image_path": img["image_path"], "data_source": source}
@@ -67,9 +61,7 @@ def process_docs(dataset: Any) -> Any:
 
 def doc_to_visual(doc: dict[str, Any]) -> list[Any]:
     """`[PIL.Image]` (RGB); a DataError naming the file when it cannot be read."""
-    from emo_tasks.mvei.data import load_image
-
-    return [load_image(doc["image_path"])]
+    return [load_image(doc["image_path"], "MultiEmo-Bench")]
 
 
 def doc_to_text(doc: dict[str, Any], lmms_eval_specific_kwargs: dict[str, Any] | None = None) -> str:
@@ -94,49 +86,44 @@ def process_results(doc: dict[str, Any], results: Sequence[Any]) -> dict[str, di
         "parse_status": parsed.status,
         "data_source": doc.get("data_source", "benchmark"),
     }
-    return {metric: record for metric in METRICS}
+    return {metric: record for metric in scoring.TABLE.names}
 
 
 def image_results(records: Sequence[dict[str, Any]]) -> list[scoring.ImageResult]:
-    """Regroup the per-(image, emotion) records into one ImageResult per image (None = no usable score)."""
+    """Regroup the per-(image, emotion) records into one ImageResult per image (None = no usable score), with the
+    votes process_docs loaded for the records' source."""
     by_image: dict[tuple[str, str], dict[str, float | None]] = {}
+    failed: dict[tuple[str, str], int] = {}
     for r in records:
-        by_image.setdefault((r.get("data_source", "benchmark"), r["image_id"]), {})[r["emotion"]] = r["predicted_score"]
+        key = (r.get("data_source", "benchmark"), r["image_id"])
+        by_image.setdefault(key, {})[r["emotion"]] = r["predicted_score"]
+        failed[key] = failed.get(key, 0) + (r["parse_status"] != "parsed")
     out = []
-    with _images_lock:
-        for key, scores in by_image.items():
-            img = _images.get(key)
-            if img is None:
-                raise KeyError(f"MultiEmo image {key} was not loaded in this process (process_docs did not run?)")
-            out.append(image_result(img, [scores.get(e) for e in EMOTIONS]))
+    for key, scores in by_image.items():
+        loaded = _loaded.get(key[0])
+        img = None if loaded is None else loaded.images.get(key[1])
+        if img is None:
+            raise KeyError(f"MultiEmo image {key} was not loaded in this process (process_docs did not run?)")
+        out.append(image_result(img, [scores.get(e) for e in EMOTIONS], failed[key]))
     return out
-
-
-def image_result(img: dict[str, Any], scores: Sequence[float | None]) -> scoring.ImageResult:
-    """One loaded image row (data.load_images) with its 8 predicted scores (None = no usable score)."""
-    return scoring.ImageResult(
-        image_id=img["image_id"],
-        votes=tuple(img["votes"]),
-        n_annotators=img["n_annotators"],
-        original_label=img["original_label"],
-        scores=tuple(scores),
-    )
 
 
 _memo = LastResult()
 
 
 def evaluate(records: Sequence[dict[str, Any]], args: Any = None) -> dict[str, Any]:
-    """Scores for one task's records, computed once for all its metrics."""
+    """Scores for one task's records, computed once for all its metrics (keyed by the settings the records'
+    sources were loaded with and the records' content)."""
+    loaded = [_loaded.get(s) for s in sorted({r.get("data_source", "benchmark") for r in records})]
+    settings = tuple(None if x is None else x.settings for x in loaded)
 
     def compute() -> dict[str, Any]:
         started = time.perf_counter()
-        scores = dict(scoring.score_images(image_results(records)))
-        scores["n_parse_failed"] = sum(1 for r in records if r["parse_status"] != "parsed")
+        scores = scoring.task_metrics(image_results(records), settings[0] if len(settings) == 1 else None)
         _report(records, scores, args, time.perf_counter() - started)
         return scores
 
-    return _memo.get(tuple((r["image_id"], r["emotion"], r["answer"]) for r in records), compute)
+    return _memo.get((settings, tuple((r["image_id"], r["emotion"], r["answer"]) for r in records)), compute)
 
 
 def _report(records: Sequence[dict[str, Any]], scores: dict[str, Any], args: Any, seconds: float) -> None:
@@ -167,31 +154,4 @@ def _report(records: Sequence[dict[str, Any]], scores: dict[str, Any], args: Any
             for r in records
         )  # fmt: skip
         write_audit_jsonl(folder / f"{prefix}_{stamp}_predictions.jsonl", rows)
-        (folder / f"{prefix}_{stamp}_summary.json").write_text(json.dumps(scores, indent=2))
-
-
-def _aggregation(name: str) -> Any:
-    def aggregate(items: Sequence[dict[str, Any]], args: Any = None) -> Any:
-        return evaluate(items, args)[name]
-
-    aggregate.__name__ = aggregate.__qualname__ = f"agg_{name}"
-    aggregate.__doc__ = f"MultiEmo-Bench `{name}` (see the README's metric table)."
-    return aggregate
-
-
-agg_precision_ours = _aggregation("precision_ours")
-agg_precision_original = _aggregation("precision_original")
-agg_precision_single = _aggregation("precision_single")
-agg_cheb = _aggregation("cheb")
-agg_canberra = _aggregation("canberra")
-agg_wasserstein = _aggregation("wasserstein")
-agg_kl = _aggregation("kl")
-agg_js = _aggregation("js")
-agg_cosine = _aggregation("cosine")
-agg_srcc = _aggregation("srcc")
-agg_plcc = _aggregation("plcc")
-agg_n_images = _aggregation("n_images")
-agg_n_images_incomplete = _aggregation("n_images_incomplete")
-agg_n_parse_failed = _aggregation("n_parse_failed")
-agg_n_srcc_undefined = _aggregation("n_srcc_undefined")
-agg_n_plcc_undefined = _aggregation("n_plcc_undefined")
+        atomic_write_text(folder / f"{prefix}_{stamp}_summary.json", json.dumps(scores, indent=2))

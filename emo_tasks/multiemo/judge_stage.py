@@ -25,13 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from emo_tasks.common import DataError, iter_jsonl, load_yaml
+from emo_tasks.settings import SettingsError, environ
 from judges import ImagePart, JudgeRequest, run_batch, user_message
-from judges.config import JudgeConfigError, model_for_role
+from judges.config import JudgeConfigError
 
 from . import scoring
 from .baseline import json_safe
-from .data import EMOTIONS, load_images
-from .hooks import image_result
+from .data import EMOTIONS, image_result, load_images
+from .settings import MultiEmoSettings
 
 PROMPT_FILE = Path(__file__).with_name("judge_stage.yml")
 #: Longest candidate reason shown to the judge (a runaway model answer must not swamp the prompt).
@@ -176,9 +177,13 @@ def prompt_text(emotion: str, candidates: Sequence[dict[str, Any]]) -> str:
 
 
 def build_requests(
-    images: Sequence[dict[str, Any]], predictions_by_model: Sequence[dict[Item, dict[str, Any]]], seed: int = 0
+    images: Sequence[dict[str, Any]],
+    predictions_by_model: Sequence[dict[Item, dict[str, Any]]],
+    seed: int = 0,
+    judge_model: str | None = None,
 ) -> list[tuple[Item, JudgeRequest]]:
-    """One judge request per (image, emotion) with at least one parsed prediction, in data then EMOTIONS order."""
+    """One judge request per (image, emotion) with at least one parsed prediction, in data then EMOTIONS order.
+    `judge_model`: the model to ask (the settings' EMO_JUDGE_MODEL); None leaves it to the engine's "judge" role."""
     out: list[tuple[Item, JudgeRequest]] = []
     for img in images:
         for emotion in EMOTIONS:
@@ -190,6 +195,7 @@ def build_requests(
             request = JudgeRequest(
                 [user_message(ImagePart(img["image_path"], max_side=IMAGE_MAX_SIDE), prompt_text(emotion, shown))],
                 role="judge",
+                model=judge_model,
                 temperature=0.0,
                 validate=final_score_validator,
                 sample_id=f"{key[0]}/{emotion}",
@@ -200,9 +206,15 @@ def build_requests(
 
 # ------------------------------------------------------------------------------------------------ the stage
 def run_judge_stage(
-    data_path: str | Path, prediction_paths: Sequence[str | Path], seed: int = 0, progress: bool | None = None
+    data_path: str | Path,
+    prediction_paths: Sequence[str | Path],
+    seed: int = 0,
+    progress: bool | None = None,
+    *,
+    settings: MultiEmoSettings,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Judge every (image, emotion) the models answered, then score the judge's finals like a model's answers.
+    `settings`: the judge's engine (endpoint, answer cache) and model, read once at the entry point.
 
     Scored images are those named in any predictions file (a first stage run with --limit covers a subset).
     `seed` only orders the candidates; the single-label precision keeps scoring's default draw, so judged
@@ -221,8 +233,10 @@ def run_judge_stage(
                 "were these predictions made on another data file?"
             )
     evaluated = [img for img in images if any(img["image_id"] in p.image_ids for p in predictions)]
-    pairs = build_requests(evaluated, predictions, seed=seed)
-    batch = run_batch([req for _, req in pairs], desc="multiemo judge stage", progress=progress)
+    pairs = build_requests(evaluated, predictions, seed=seed, judge_model=settings.judge_model)
+    batch = run_batch(
+        [req for _, req in pairs], desc="multiemo judge stage", progress=progress, settings=settings.engine
+    )
 
     judged: dict[Item, dict[str, Any]] = {}
     for (key, _), result in zip(pairs, batch, strict=True):
@@ -265,7 +279,7 @@ def run_judge_stage(
         n_judge_failed=sum(r["parse_status"] == "judge_failed" for r in rows),
         n_no_candidates=sum(r["parse_status"] == "no_candidates" for r in rows),
         n_inputs_unparsed=sum(p.n_unparsed for p in predictions),
-        judge_model=model_for_role("judge"),
+        judge_model=settings.judge_model,
     )
     return rows, metrics
 
@@ -294,8 +308,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: file not found: {', '.join(missing)}", file=sys.stderr)
         return 2
     try:
-        rows, metrics = run_judge_stage(args.data, args.predictions, seed=args.seed)
-    except (JudgeConfigError, DataError) as exc:
+        settings = MultiEmoSettings.from_env(environ(), "benchmark", data_file=args.data)
+        rows, metrics = run_judge_stage(args.data, args.predictions, seed=args.seed, settings=settings)
+    except (SettingsError, JudgeConfigError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.out:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from emo_tasks.common import atomic_save_png, atomic_write_text, sample_dir
+from emo_tasks.common import atomic_save_png
+from emo_tasks.datafiles import bundled_sample
 
-from .data import EMOTIONS
+from .scoring import EMOTIONS
 
 SAMPLE_VERSION = "v1"
 N_ANNOTATORS = 20
@@ -45,13 +46,8 @@ def _write_image(path: Path, seed: int) -> None:
     atomic_save_png(path, np.random.default_rng(seed).integers(0, 256, size=(72, 96, 3), dtype=np.uint8))
 
 
-def sample_file(cache_dir: Path | None = None) -> Path:
-    """`multiemo.jsonl` plus its images, generated on first use."""
-    root = sample_dir(f"multiemo-{SAMPLE_VERSION}", cache_dir)
-    path = root / "multiemo.jsonl"
-    if path.is_file():
-        return path
-    (root / "images").mkdir(parents=True, exist_ok=True)
+def _write(root: Path) -> str:
+    """The images under root, and the data file's text."""
     lines = []
     for i, (image_id, (votes, original, source)) in enumerate(_IMAGES.items()):
         image = f"images/{image_id}.png"
@@ -72,5 +68,9 @@ def sample_file(cache_dir: Path | None = None) -> Path:
                 }
             )
         )
-    atomic_write_text(path, "\n".join(lines) + "\n")
-    return path
+    return "\n".join(lines) + "\n"
+
+
+def sample_file(cache_dir: Path) -> Path:
+    """`<cache dir>/samples/multiemo-v1/multiemo.jsonl` plus its images, generated on first use."""
+    return bundled_sample(f"multiemo-{SAMPLE_VERSION}", "multiemo.jsonl", cache_dir, _write)

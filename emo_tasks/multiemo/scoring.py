@@ -6,6 +6,8 @@ and `tests/test_multiemo_scoring.py` pins them against scipy and hand-computed c
 
 Whole-benchmark aggregation (`score_images`, `split_half_baseline`) is vectorised over images with numpy: the
 per-image scipy calls cost about a millisecond per image, and 10,344 images x 10 split-half repeats add up.
+`score_sample` gives one image's numbers (its per-sample values), `task_metrics` every metric of `TABLE` (the
+benchmark's one metric list) for a task's images.
 """
 
 from __future__ import annotations
@@ -14,25 +16,21 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.stats import rankdata
 
+from emo_tasks.metrics import Metric, MetricTable
+
+if TYPE_CHECKING:
+    from .settings import MultiEmoSettings
+
 EMOTIONS = ("amusement", "anger", "awe", "contentment", "disgust", "excitement", "fear", "sadness")
 SMOOTHING_EPS = 1e-6
 DISTRIBUTION_METRICS = ("cheb", "canberra", "wasserstein", "kl", "js", "cosine", "srcc", "plcc")
-LOWER_IS_BETTER = {
-    "cheb": True,
-    "canberra": True,
-    "wasserstein": True,
-    "kl": True,
-    "js": True,
-    "cosine": False,
-    "srcc": False,
-    "plcc": False,
-}
 # Human baseline: KL and JS need a reference distribution, and neither half of the annotators is one.
 SPLIT_HALF_METRICS = ("cheb", "canberra", "wasserstein", "cosine", "srcc", "plcc")
 NONE_LABELS = frozenset({"none", "none of the above"})
@@ -313,13 +311,15 @@ def _mean_defined(values: np.ndarray) -> float | None:
 @dataclass(frozen=True)
 class ImageResult:
     """One image: its human votes and a model's eight scores (in EMOTIONS order; None = that answer failed to
-    parse)."""
+    parse, or is absent).  `n_parse_failed`: the image's answers that gave no usable score (counted by
+    `task_metrics`; `score_images` reads only the scores)."""
 
     image_id: str
     votes: tuple[int, ...]
     n_annotators: int
     original_label: str
     scores: tuple[float | None, ...]
+    n_parse_failed: int = 0
 
 
 def score_images(images: Sequence[ImageResult], seed: int = 0) -> dict[str, float | int | None]:
@@ -465,3 +465,83 @@ def split_half_baseline(
         n_cosine_undefined=undefined["cosine"],
     )
     return result
+
+
+def score_sample(image: ImageResult, seed: int = 0) -> dict[str, float | int | None]:
+    """One image's numbers, scored alone with `score_images` (precisions x100, the 8 distribution metrics; None
+    where undefined or when the image is incomplete): the per-sample values of the metric table."""
+    return score_images([image], seed=seed)
+
+
+def task_metrics(
+    samples: Sequence[ImageResult], settings: MultiEmoSettings | None = None, seed: int = 0
+) -> dict[str, float | int | None]:
+    """Every metric of TABLE (plus the counts `score_images` adds) for one task's images: `score_images`, then
+    n_parse_failed, the answers without a usable score.
+
+    `settings`: the task's settings.  No MultiEmo-Bench metric depends on one today (the votes are already in the
+    samples); a metric that comes to reads it here, not in the hooks."""
+    out = dict(score_images(samples, seed=seed))
+    out["n_parse_failed"] = sum(im.n_parse_failed for im in samples)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ metric table
+def _number(name: str) -> Callable[[Mapping[str, float | int | None]], float | int | None]:
+    """A per-sample value: the metric's entry in one image's `score_sample` numbers (None: undefined)."""
+    return lambda numbers: numbers.get(name)
+
+
+_PRECISION_DOCS = {
+    "ours": "Dominant-emotion precision against the annotators' dominant set (ties kept), x100.",
+    "original": "Dominant-emotion precision against the image's original single label, x100.",
+    "single": "Dominant-emotion precision against one seeded draw from the annotators' dominant set, x100.",
+}
+_DISTRIBUTION_DOCS = {
+    "cheb": ("Chebyshev distance between votes/n and scores/100 (mean over images).", False),
+    "canberra": ("Canberra distance between votes/n and scores/100 (mean over images).", False),
+    "wasserstein": ("1-D earth mover's distance between the smoothed distributions (mean over images).", False),
+    "kl": ("KL divergence of the smoothed scores from the smoothed votes (mean over images).", False),
+    "js": ("Jensen-Shannon divergence between the smoothed distributions (mean over images).", False),
+    "cosine": ("Cosine similarity of votes/n and scores/100 (mean over images where defined).", True),
+    "srcc": ("Spearman correlation of votes and scores (mean over images where defined).", True),
+    "plcc": ("Pearson correlation of votes and scores (mean over images where defined).", True),
+}
+
+#: MultiEmo-Bench's metrics in the task YAML's `metric_list` order.  Per-sample unit: one image's
+#: `score_sample` numbers; the metrics with per-sample values are the report's and what `emo-tasks compare` tests
+#: by default (headline); the precisions are plotted, the distribution metrics shown with 4 decimals.
+TABLE = MetricTable(
+    "multiemo",
+    "MultiEmo-Bench",
+    (
+        *(
+            Metric(
+                f"precision_{ref}", doc, headline=True, per_sample=_number(f"precision_{ref}"), outcome=True, plot=True
+            )
+            for ref, doc in _PRECISION_DOCS.items()
+        ),
+        *(
+            Metric(
+                name,
+                _DISTRIBUTION_DOCS[name][0],
+                higher_is_better=_DISTRIBUTION_DOCS[name][1],
+                headline=True,
+                per_sample=_number(name),
+                digits=4,
+            )
+            for name in DISTRIBUTION_METRICS
+        ),
+        Metric("n_images", "Images evaluated."),
+        Metric(
+            "n_images_incomplete",
+            "Images left out of every metric because an answer gave no usable score.",
+            higher_is_better=False,
+        ),
+        Metric("n_parse_failed", "Answers without a usable 0-100 score.", higher_is_better=False),
+        Metric("n_srcc_undefined", "Scored images whose SRCC is undefined (constant vector).", higher_is_better=False),
+        Metric("n_plcc_undefined", "Scored images whose PLCC is undefined (constant vector).", higher_is_better=False),
+    ),
+)
+#: Distribution metric -> lower is better (derived from TABLE).
+LOWER_IS_BETTER = {name: name in TABLE.lower_is_better for name in DISTRIBUTION_METRICS}

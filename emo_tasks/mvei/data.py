@@ -1,6 +1,6 @@
 """MVEI data: find the file, validate every row, resolve the images.
 
-Two local formats under `EMO_DATA_ROOT/mvei/` (or the file named by EMO_MVEI_FILE):
+Two local formats (the file named by EMO_MVEI_FILE, or under `EMO_DATA_ROOT/mvei/`; see `settings`):
 - `mvei.json`, the authors' standard file: `{id: {"image_path", "prompt" (the statement), "ground_truth":
   "correct"|"incorrect", "other_info": {"statement_meta": {"class": <dimension>}}}}`;
 - `mvei.jsonl`, one object per line: `{"image", "statement", "label", "dimension"}` (an optional "id").
@@ -11,36 +11,27 @@ Image paths are relative to the data file's folder unless absolute.  Default sou
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.common import DataError, file_from_env, hub_snapshot, iter_jsonl
+from emo_tasks.common import DataError, hub_snapshot, iter_jsonl
+from emo_tasks.datafiles import check_listed_files
+from emo_tasks.images import image_path as resolve_image
 
-HUB_ID = "wudq/MVEI"
-DIMENSIONS = ("sentiment polarity", "emotion interpretation", "scene context", "perception subjectivity")
-LABELS = ("correct", "incorrect")
-_FIX = (
-    "Set EMO_DATA_ROOT to a folder containing mvei/mvei.json (the authors' standard file) or mvei/mvei.jsonl "
-    "(image, statement, label, dimension), or EMO_MVEI_FILE to the file itself."
-)
+from .sample import sample_file
+from .scoring import DIMENSIONS, LABELS
+from .settings import FIX as _FIX
+from .settings import HUB_ID, MVEISettings
 
 
-def data_file(env: dict[str, str] | None = None) -> Path:
-    """The MVEI data file to load: EMO_MVEI_FILE, else EMO_DATA_ROOT/mvei/mvei.json(l), else the Hub."""
-    env = dict(os.environ) if env is None else env
-    path = file_from_env(env, "EMO_MVEI_FILE", _FIX)
-    if path is not None:
-        return path
-    if env.get("EMO_DATA_ROOT"):
-        folder = Path(env["EMO_DATA_ROOT"]).expanduser() / "mvei"
-        found = [p for p in (folder / "mvei.json", folder / "mvei.jsonl") if p.is_file()]
-        if not found:
-            raise DataError(f"no MVEI data in {folder} (looked for mvei.json and mvei.jsonl). {_FIX}")
-        if len(found) > 1:
-            raise DataError(f"{folder} holds both mvei.json and mvei.jsonl: keep one, or set EMO_MVEI_FILE.")
-        return found[0]
-    return _hub_file(env.get("EMO_MVEI_HUB_ID") or HUB_ID)
+def data_file(settings: MVEISettings) -> Path:
+    """The MVEI data file to load: the bundled sample (generated on first use) for the sample source, else the
+    local file the settings name (EMO_MVEI_FILE or EMO_DATA_ROOT/mvei), else the Hub dataset's."""
+    if settings.source == "sample":
+        return sample_file(settings.cache_dir)
+    if settings.data.file is not None:
+        return settings.data.file
+    return _hub_file(settings.data.hub_id or HUB_ID)
 
 
 def _hub_file(repo_id: str) -> Path:
@@ -120,7 +111,7 @@ def load_docs(path: Path, source: str = "benchmark") -> list[dict[str, Any]]:
     for i, (row_id, row) in enumerate(rows):
         where = f"{path} {row_id}"
         image, statement, label, dimension = _row_fields(row, where)
-        image_path = Path(image) if os.path.isabs(image) else path.parent / image
+        image_path = resolve_image(image, path)
         if not image_path.is_file():
             missing.append(f"{image_path} ({row_id})")
         docs.append(
@@ -134,19 +125,5 @@ def load_docs(path: Path, source: str = "benchmark") -> list[dict[str, Any]]:
                 "data_source": source,
             }
         )
-    if missing:
-        shown = "\n  ".join(missing[:10])
-        more = f"\n  ... and {len(missing) - 10} more" if len(missing) > 10 else ""
-        raise DataError(f"{len(missing)} of {len(rows)} MVEI images listed in {path} are missing:\n  {shown}{more}")
+    check_listed_files(missing, len(rows), "MVEI images", path)
     return docs
-
-
-def load_image(path: str) -> Any:
-    """The image as an RGB PIL image; a DataError naming the file when it cannot be read."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with Image.open(path) as img:
-            return img.convert("RGB")
-    except (OSError, UnidentifiedImageError) as exc:
-        raise DataError(f"cannot read MVEI image {path}: {exc}") from exc

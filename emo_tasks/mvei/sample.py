@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from emo_tasks.common import atomic_save_png, atomic_write_text, sample_dir
+from emo_tasks.common import atomic_save_png
+from emo_tasks.datafiles import bundled_sample
 
 SAMPLE_VERSION = "v1"
 
@@ -31,13 +32,8 @@ def _write_image(path: Path, seed: int) -> None:
     atomic_save_png(path, np.stack([(xx * 2 + base[0]) % 256, (yy * 2 + base[1]) % 256, np.full_like(xx, base[2])], -1))
 
 
-def sample_file(cache_dir: Path | None = None) -> Path:
-    """`mvei.json` (standard format) plus its images, generated on first use."""
-    root = sample_dir(f"mvei-{SAMPLE_VERSION}", cache_dir)
-    path = root / "mvei.json"
-    if path.is_file():
-        return path
-    (root / "images").mkdir(parents=True, exist_ok=True)
+def _write(root: Path) -> str:
+    """The images under root, and the data file's text."""
     data = {}
     for i, (dimension, statement, label) in enumerate(sample_pairs()):
         image = f"images/sample_{i:02d}.png"
@@ -48,5 +44,9 @@ def sample_file(cache_dir: Path | None = None) -> Path:
             "ground_truth": label,
             "other_info": {"statement_meta": {"class": dimension}},
         }
-    atomic_write_text(path, json.dumps(data, indent=1, ensure_ascii=False))
-    return path
+    return json.dumps(data, indent=1, ensure_ascii=False)
+
+
+def sample_file(cache_dir: Path) -> Path:
+    """`<cache dir>/samples/mvei-v1/mvei.json` (standard format) plus its images, generated on first use."""
+    return bundled_sample(f"mvei-{SAMPLE_VERSION}", "mvei.json", cache_dir, _write)

@@ -2,6 +2,8 @@
 
 Pure functions, no I/O.  `parse_official` is the published keyword rule (the default, for parity with the paper);
 `parse_strict` is a stricter reading whose disagreements with it are reported, never used as the headline number.
+`score_sample` turns one pair's answers into its per-sample unit (a `PairResult`), `task_metrics` gives every
+metric of `TABLE` (the benchmark's one metric list) for a task's pairs.
 `tests/test_mvei_scoring.py` pins every rule below with hand-computed cases.
 """
 
@@ -9,8 +11,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from emo_tasks.metrics import Metric, MetricTable
+
+if TYPE_CHECKING:
+    from .settings import MVEISettings
 
 CORRECT = "correct"
 INCORRECT = "incorrect"
@@ -273,3 +281,81 @@ def score_pairs(pairs: Sequence[PairResult]) -> dict[str, float | int | None]:
     out["n_give_up"] = n_give_up
     out["n_positive"] = n_positive
     return out
+
+
+def score_sample(answers: Sequence[str | None], dimension: str, label: str) -> PairResult:
+    """One pair's per-sample unit: every answer read by the official and the strict parser (the majority of the
+    official decisions, `final`, is the pair's scored decision; `right` compares it with the label)."""
+    return PairResult(
+        dimension=dimension,
+        label=label,
+        decisions=tuple(parse_official(a) for a in answers),
+        strict_decisions=tuple(parse_strict(a) for a in answers),
+    )
+
+
+def task_metrics(samples: Sequence[PairResult], settings: MVEISettings | None = None) -> dict[str, float | int | None]:
+    """Every metric of TABLE (plus the counts `score_pairs` adds) for one task's pairs.
+
+    `settings`: the task's settings.  No MVEI metric depends on one today; a metric that comes to (a parser
+    choice, say) reads it here, not in the hooks."""
+    return score_pairs(samples)
+
+
+# ------------------------------------------------------------------------------------------------ metric table
+def _outcome(hit: Callable[[PairResult], bool]) -> Callable[[PairResult], float]:
+    return lambda p: 100.0 if hit(p) else 0.0
+
+
+def _right_in(dimension: str) -> Callable[[PairResult], float | None]:
+    """100 * right for the pairs of `dimension`; None (no value) for the others."""
+    return lambda p: (100.0 if p.right else 0.0) if p.dimension == dimension else None
+
+
+_DIMENSION_DOCS = {
+    "sentiment polarity": "Accuracy on sentiment-polarity pairs, %.",
+    "emotion interpretation": "Accuracy on emotion-interpretation pairs, %.",
+    "scene context": "Accuracy on scene-context pairs, %.",
+    "perception subjectivity": "Accuracy on perception-subjectivity pairs, %.",
+}
+
+#: MVEI's metrics in the task YAML's `metric_list` order.  Per-sample unit: a pair (`PairResult`); the metrics
+#: with per-sample values are the report's; acc_total is what `emo-tasks compare` tests by default (headline).
+TABLE = MetricTable(
+    "mvei",
+    "MVEI",
+    (
+        Metric(
+            "acc_total",
+            "Accuracy of the majority decision over all pairs, %.",
+            headline=True,
+            per_sample=_outcome(lambda p: p.right),
+            outcome=True,
+            plot=True,
+        ),
+        *(
+            Metric(f"acc_{_key(dim)}", _DIMENSION_DOCS[dim], per_sample=_right_in(dim), outcome=True, plot=True)
+            for dim in DIMENSIONS
+        ),
+        Metric(
+            "positive_ratio",
+            "Share of majority decisions that are Correct, %.",
+            per_sample=_outcome(lambda p: p.final == CORRECT),
+            outcome=True,
+        ),
+        Metric(
+            "give_up_ratio",
+            "Share of majority decisions that are neither, %.",
+            higher_is_better=False,
+            per_sample=_outcome(lambda p: p.final == GIVE_UP),
+            outcome=True,
+        ),
+        Metric("self_consistency", "Share of pairs whose 3 decisions agree, %."),
+        Metric(
+            "strict_parser_disagreement",
+            "Share of answers where the strict parser disagrees with the authors' rule, %.",
+            higher_is_better=False,
+        ),
+        Metric("n_pairs", "Pairs evaluated."),
+    ),
+)

@@ -1,4 +1,4 @@
-"""Judge output protocols shared by the benchmarks: `<step>` lists and `<score>` ratings.
+"""MME-Emotion's judge output protocol: the step agent's `<step>` lists and the judge's `<score>` ratings.
 
 The score parser reproduces the official MME-Emotion `cal_metrics.py` exactly by default:
 
@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-from .request import Validator
+from judges.request import Validator
 
 
 class ParseStatus(str, Enum):

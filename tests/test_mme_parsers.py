@@ -1,4 +1,4 @@
-"""The shared output protocols, pinned on the official MME-Emotion edge cases."""
+"""MME-Emotion's judge output protocol (`<step>` / `<score>`), pinned on the official MME-Emotion edge cases."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from judges import ParseStatus, parse_scores, parse_steps, score_validator, step_validator
+from emo_tasks.mme_emotion.parsers import ParseStatus, parse_scores, parse_steps, score_validator, step_validator
 
 
 def official_reference(text: str) -> list[float] | None:

@@ -1,0 +1,215 @@
+"""What the image benchmarks (MVEI, MultiEmo-Bench) share around their data: where it is (the environment's
+`EMO_<BENCH>_FILE`, else `EMO_DATA_ROOT/<bench>/`, else the Hub), the bundled sample they generate, the source
+lmms-eval's placeholder row names and what `process_docs` loaded for it, and the per-sample log lmms-eval writes
+for a run.
+
+Why shared: both benchmarks find, generate, register and read back their data the same way; one copy keeps the
+rules and the messages the same.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from emo_tasks.benchmarks import SampleReader, SampleValues
+from emo_tasks.common import DataError, atomic_write_text, placeholder_name, sample_dir
+from emo_tasks.settings import SettingsError
+
+SOURCES = ("benchmark", "sample")
+T = TypeVar("T")
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
+
+
+# ------------------------------------------------------------------------------------------------ settings
+def local_data_file(
+    env: Mapping[str, str],
+    data_root: Path | None,
+    *,
+    variable: str,
+    folder: str,
+    names: Sequence[str],
+    title: str,
+    fix: str,
+) -> Path | None:
+    """The local data file the environment names: `variable` (must be an existing file), else the one file of
+    `names` in `<data_root>/<folder>/` (EMO_DATA_ROOT); None when neither is set (the caller falls back to the
+    Hub).  A value that names no data is a SettingsError naming the variable, its value and what is accepted."""
+    raw = (env.get(variable) or "").strip()
+    if raw:
+        path = Path(raw).expanduser()
+        if not path.is_file():
+            raise SettingsError(
+                f"{variable}={raw!r} is not an existing file; set it to the {title} data file "
+                f"({' or '.join(names)}), or unset it. {fix}"
+            )
+        return path
+    if data_root is None:
+        return None
+    where = data_root / folder
+    found = [where / name for name in names if (where / name).is_file()]
+    if not found:
+        looked = " or ".join(f"{folder}/{name}" for name in names)
+        raise SettingsError(
+            f"EMO_DATA_ROOT={str(data_root)!r} holds no {title} data (looked for {looked} in it); set it to a folder "
+            f"that does, or unset it. {fix}"
+        )
+    if len(found) > 1:
+        raise SettingsError(
+            f"EMO_DATA_ROOT={str(data_root)!r}: {where} holds both {' and '.join(names)}; keep one, or set {variable}."
+        )
+    return found[0]
+
+
+def hub_id(env: Mapping[str, str], variable: str, default: str | None) -> str | None:
+    """A Hub dataset id from `variable` ("owner/name"; unset or empty: `default`); a SettingsError otherwise."""
+    raw = (env.get(variable) or "").strip()
+    if not raw:
+        return default
+    if not _HUB_ID.match(raw):
+        raise SettingsError(
+            f"{variable}={raw!r} is not a Hub dataset id; use owner/name (e.g. {default or 'my-org/my-data'}), "
+            "or unset it"
+        )
+    return raw
+
+
+@dataclass(frozen=True)
+class DataLocation:
+    """Where a benchmark's data is: a local file, else a Hub dataset searched when the data is loaded; both None:
+    nothing configured (or the bundled sample, which needs neither)."""
+
+    file: Path | None = None
+    hub_id: str | None = None
+
+    @classmethod
+    def from_env(
+        cls,
+        env: Mapping[str, str],
+        data_root: Path | None,
+        *,
+        variable: str,
+        hub_variable: str,
+        hub_default: str | None,
+        folder: str,
+        names: Sequence[str],
+        title: str,
+        fix: str,
+    ) -> DataLocation:
+        """`variable` (a file), else `<data_root>/<folder>/<one of names>`, plus the Hub id from `hub_variable`;
+        values that name no data raise SettingsError (`local_data_file`, `hub_id`)."""
+        file = local_data_file(env, data_root, variable=variable, folder=folder, names=names, title=title, fix=fix)
+        return cls(file=file, hub_id=hub_id(env, hub_variable, hub_default))
+
+
+# ------------------------------------------------------------------------------------------------ lmms-eval tasks
+def placeholder_source(dataset: Any, family: str, prefix: str) -> str:
+    """The source ("benchmark" | "sample") that lmms_patch's placeholder row names (`dataset_name:
+    <prefix>/<source>`); a DataError for anything else."""
+    name = placeholder_name(dataset, family)
+    source = name.removeprefix(f"{prefix}/")
+    if not name.startswith(f"{prefix}/") or source not in SOURCES:
+        raise DataError(f"dataset_name must be {prefix}/benchmark or {prefix}/sample, got {name!r}")
+    return source
+
+
+class LoadedSources(Generic[T]):
+    """What `process_docs` loaded, by source.  process_docs runs on every rank, so the aggregation (rank 0) finds
+    here the settings (its memo key) and whatever else the records leave out (MultiEmo-Bench's votes)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_source: dict[str, T] = {}
+
+    def put(self, source: str, value: T) -> None:
+        with self._lock:
+            self._by_source[source] = value
+
+    def get(self, source: str) -> T | None:
+        with self._lock:
+            return self._by_source.get(source)
+
+
+# ------------------------------------------------------------------------------------------------ data files
+def check_listed_files(missing: Sequence[str], total: int, what: str, path: Path) -> None:
+    """A DataError listing (the first ten of) the files a data file lists that do not exist."""
+    if not missing:
+        return
+    shown = "\n  ".join(missing[:10])
+    more = f"\n  ... and {len(missing) - 10} more" if len(missing) > 10 else ""
+    raise DataError(f"{len(missing)} of {total} {what} listed in {path} are missing:\n  {shown}{more}")
+
+
+def bundled_sample(name: str, filename: str, cache_dir: Path, write: Callable[[Path], str]) -> Path:
+    """`<cache dir>/samples/<name>/<filename>`, generated on first use: `write(root)` writes the sample's images
+    under root (root/images exists) and returns the data file's text, which is written last and atomically, so a
+    data file that exists is complete."""
+    root = sample_dir(name, cache_dir)
+    path = root / filename
+    if path.is_file():
+        return path
+    (root / "images").mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, write(root))
+    return path
+
+
+# ------------------------------------------------------------------------------------------------ run folders
+def sample_log(run_dir: Path, results_file: Path, task: str) -> Path | None:
+    """lmms-eval's `<date>_samples_<task>.jsonl` next to results.json (same date preferred), else the newest
+    anywhere in the run folder; None when the run was made without --log_samples."""
+    stem = results_file.name[: -len("results.json")]
+    same = results_file.parent / f"{stem}samples_{task}.jsonl"
+    if same.exists():
+        return same
+    found = sorted(Path(run_dir).rglob(f"*_samples_{task}.jsonl"))
+    return found[-1] if found else None
+
+
+def read_jsonl_rows(path: Path) -> list[dict[str, Any]]:
+    """Every non-blank line as JSON (a bad line raises json.JSONDecodeError: the caller turns it into a note)."""
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if line:
+                rows.append(json.loads(line))
+    return rows
+
+
+def sample_log_reader(values_of: Callable[[list[dict[str, Any]]], dict[str, dict[Any, float]]]) -> SampleReader:
+    """A benchmark's `read_samples`: its per-sample values from a task's lmms-eval sample log, by
+    `values_of(rows)` (the task's config is not needed)."""
+
+    def read_samples(run_dir: Path, results_file: Path, task: str, config: dict[str, Any]) -> SampleValues:
+        return read_sample_values(run_dir, results_file, task, values_of)
+
+    return read_samples
+
+
+def read_sample_values(
+    run_dir: Path,
+    results_file: Path,
+    task: str,
+    values_of: Callable[[list[dict[str, Any]]], dict[str, dict[Any, float]]],
+) -> SampleValues:
+    """A task's per-sample values from its lmms-eval sample log, by `values_of(rows)`; a missing log or one that
+    cannot be read costs the confidence intervals (a note saying so and how to get them), never the report."""
+    log = sample_log(run_dir, results_file, task)
+    if log is None:
+        return SampleValues(
+            notes=[
+                f"{task}: no per-sample log (*_samples_{task}.jsonl), so no confidence intervals; rerun lmms-eval "
+                "with --log_samples --output_path DIR to get them"
+            ]
+        )
+    try:
+        values = values_of(read_jsonl_rows(log))
+    except Exception as exc:  # noqa: BLE001 - a bad or unmatched log costs the CIs, not the report
+        return SampleValues(notes=[f"{task}: could not read per-sample values from {log.name} ({exc!r}); no CIs"])
+    return SampleValues(values=values)

@@ -1,0 +1,64 @@
+"""MultiEmo-Bench as the generic tools (report, compare, export) see it: its metric table, its task names, and
+its per-sample values read back from a run.
+
+Per-sample unit: an image (key: image_id).  Its 8 records in lmms-eval's sample log (`<date>_samples_<task>.jsonl`,
+written with `--log_samples`) are regrouped and the image scored alone (`scoring.score_sample`: precisions x100,
+the 8 distribution metrics; undefined values are left out).  lmms-eval 0.7.3 drops `doc` from its sample log, so
+the votes come from the data the run used: the bundled sample, or the benchmark file the environment names now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from emo_tasks.benchmarks import Benchmark
+from emo_tasks.datafiles import sample_log_reader
+from emo_tasks.settings import environ
+
+from . import scoring
+from .data import data_file, image_result, load_images
+from .settings import MultiEmoSettings
+
+#: source ("benchmark" | "sample") -> {image_id: loaded image row}
+Reference = Callable[[str], dict[str, dict[str, Any]]]
+
+
+def reference_images(source: str) -> dict[str, dict[str, Any]]:
+    """image_id -> image row from the data a run of `source` used: the bundled sample, or the benchmark data the
+    environment names (settings read from it now, so a bad value is an error naming it)."""
+    settings = MultiEmoSettings.from_env(environ(), source)
+    return {img["image_id"]: img for img in load_images(data_file(settings))}
+
+
+def sample_values(rows: list[dict[str, Any]], reference: Reference = reference_images) -> dict[str, dict[Any, float]]:
+    """{metric: {image_id: value}} from a task's sample-log lines.  The votes: the line's `doc` when it holds
+    them, else `reference(<the first such record's data_source>)`, read once."""
+    images: dict[str, dict[str, Any]] = {}
+    loaded: dict[str, dict[str, Any]] | None = None
+    for line in rows:
+        rec = line["precision_ours"]
+        doc = line.get("doc")
+        if not doc or "votes" not in doc:
+            if loaded is None:
+                loaded = reference(rec.get("data_source", "benchmark"))
+            doc = loaded[rec["image_id"]]
+        img = images.setdefault(rec["image_id"], {"doc": doc, "scores": {}})
+        img["scores"][rec["emotion"]] = rec["predicted_score"]
+    units = {
+        image_id: scoring.score_sample(
+            image_result({**img["doc"], "image_id": image_id}, [img["scores"].get(e) for e in scoring.EMOTIONS])
+        )
+        for image_id, img in images.items()
+    }
+    return scoring.TABLE.per_sample_values(units)
+
+
+BENCHMARK = Benchmark(
+    key="multiemo",
+    title="MultiEmo-Bench",
+    table=scoring.TABLE,
+    tasks=("multiemo", "multiemo_sample"),
+    read_samples=sample_log_reader(sample_values),
+    plot_ylabel="precision (%)",
+)

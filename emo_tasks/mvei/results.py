@@ -1,0 +1,37 @@
+"""MVEI as the generic tools (report, compare, export) see it: its metric table, its task names, and its
+per-sample values read back from a run.
+
+Per-sample unit: a pair (key: pair_id), rebuilt from the `process_results` record lmms-eval logs with
+`--log_samples` (`<date>_samples_<task>.jsonl`); its values are the metric table's per-sample functions
+(acc_total and acc_<its dimension> = 100*right, positive_ratio = 100*(final == correct), give_up_ratio =
+100*(final == give_up)).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from emo_tasks.benchmarks import Benchmark
+from emo_tasks.datafiles import sample_log_reader
+
+from . import scoring
+from .hooks import pair_result
+
+
+def sample_values(rows: list[dict[str, Any]]) -> dict[str, dict[Any, float]]:
+    """{metric: {pair_id: value}} from a task's sample-log lines (a pair logged twice: the later line wins)."""
+    units = {}
+    for line in rows:
+        record = line["acc_total"]
+        units[record["pair_id"]] = pair_result(record)
+    return scoring.TABLE.per_sample_values(units)
+
+
+BENCHMARK = Benchmark(
+    key="mvei",
+    title="MVEI",
+    table=scoring.TABLE,
+    tasks=("mvei", "mvei_sample"),
+    read_samples=sample_log_reader(sample_values),
+    plot_ylabel="accuracy (%)",
+)
