@@ -7,7 +7,7 @@ and on a loopback OpenAI-compatible server (127.0.0.1, injected latency standing
 
 1. Frames: `judges.media.sample_video_frames` (stops early) vs a decode-everything-then-slice baseline, on one
    long clip.  Prints times and their ratio.
-2. Pipeline: `judge_outcomes` over N samples at EMO_JUDGE_CONCURRENCY=16 vs 1 (the official one-at-a-time
+2. Pipeline: `judge_samples` over N samples at EMO_JUDGE_CONCURRENCY=16 vs 1 (the official one-at-a-time
    pattern), then a cached rerun.  Prints wall times, calls and ratios.
 
     python benchmarks/mme_emotion_judge.py           # N=160, 60 s clip, 100 ms latency
@@ -60,7 +60,7 @@ def bench_frames(seconds: float, tmp: Path) -> None:
 
 
 def _responder(body: dict, attempt: int):
-    from judges.loopback import Reply, last_user_text
+    from judges.testing import Reply, last_user_text
 
     text = last_user_text(body)
     if text.startswith("Given the following answer"):
@@ -71,30 +71,32 @@ def _responder(body: dict, attempt: int):
 
 def bench_pipeline(n: int, latency: float, tmp: Path) -> None:
     from emo_tasks.mme_emotion.data import load_task_docs
-    from emo_tasks.mme_emotion.judge import judge_outcomes
+    from emo_tasks.mme_emotion.judge import judge_samples
     from emo_tasks.mme_emotion.protocol import task_specs
     from emo_tasks.mme_emotion.sample import sample_root
+    from emo_tasks.mme_emotion.settings import MMESettings
     from judges import reset_engine
-    from judges.loopback import LoopbackServer
+    from judges.testing import LoopbackServer
 
     root = sample_root(tmp / "cache")
     docs = [d for spec in task_specs().values() for d in load_task_docs(spec, root, source="sample")]
     records = [{**docs[i % len(docs)], "answer": f"Answer {i}: anger"} for i in range(n)]
     with LoopbackServer(responder=_responder, latency_s=latency) as srv:
-        os.environ.update(OPENAI_BASE_URL=srv.base_url, OPENAI_API_KEY="bench", EMO_PROGRESS="0")
+        env = dict(os.environ, OPENAI_BASE_URL=srv.base_url, OPENAI_API_KEY="bench", EMO_PROGRESS="0")
         rows = []
         for label, conc, cache_dir, subset in (
             ("official pattern (concurrency 1, no cache)", "1", tmp / "c1", max(8, n // 8)),
             ("ours (concurrency 16)", "16", tmp / "c16", n),
             ("ours, cached rerun", "16", tmp / "c16", n),
         ):
-            os.environ.update(EMO_JUDGE_CONCURRENCY=conc, EMO_CACHE_DIR=str(cache_dir))
+            env.update(EMO_JUDGE_CONCURRENCY=conc, EMO_CACHE_DIR=str(cache_dir), EMO_JUDGE="api")
+            settings = MMESettings.from_env(env, "sample")
             reset_engine()
             srv.reset_log()
             t0 = time.perf_counter()
-            outcomes = judge_outcomes(records[:subset], progress=False)
+            judgements = judge_samples(records[:subset], settings, progress=False)
             dt = time.perf_counter() - t0
-            scored = sum(o.status == "scored" for o in outcomes)
+            scored = sum(j.ok for j in judgements)
             per_sample = dt / subset
             rows.append((label, subset, dt, per_sample, len(srv.calls), scored))
         reset_engine()

@@ -8,8 +8,9 @@ import time
 
 import pytest
 
-from judges import JudgeConfigError, JudgeRequest, score_validator, text_message
-from judges.loopback import LoopbackServer, Reply
+from emo_tasks.mme_emotion.parsers import score_validator
+from judges import JudgeConfigError, JudgeRequest, text_message
+from judges.testing import LoopbackServer, Reply
 
 
 def req(text: str, **kw) -> JudgeRequest:

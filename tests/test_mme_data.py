@@ -568,7 +568,7 @@ def test_small_layout_loads(tmp_path: Path) -> None:
 
 def test_benchmark_root_missing(tmp_path: Path) -> None:
     with pytest.raises(DataError) as info:
-        benchmark_root({"EMO_DATA_ROOT": str(tmp_path / "nope")})
+        benchmark_root(tmp_path / "nope")
     msg = str(info.value)
     assert str(tmp_path / "nope" / "mme_emotion") in msg
     assert "EMO_DATA_ROOT" in msg
@@ -576,7 +576,7 @@ def test_benchmark_root_missing(tmp_path: Path) -> None:
 
 def test_benchmark_root_present(tmp_path: Path) -> None:
     (tmp_path / "mme_emotion").mkdir()
-    assert benchmark_root({"EMO_DATA_ROOT": str(tmp_path)}) == tmp_path / "mme_emotion"
+    assert benchmark_root(tmp_path) == tmp_path / "mme_emotion"
 
 
 def test_missing_question_file(tmp_path: Path) -> None:

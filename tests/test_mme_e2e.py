@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import API_KEY, env_without_secrets
 
-from judges.loopback import LoopbackServer, Reply, count_media, last_user_text
+from judges.testing import LoopbackServer, Reply, count_media, last_user_text
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent
@@ -316,3 +316,33 @@ def test_live_audio_clues_come_from_the_audio_model_and_are_cached(tmp_path: Pat
     assert results["mme_emotion_sample"]["n_scored,none"] == 16
     assert results["mme_emotion_sample"]["rec_s,none"] == 0.0 and results["mme_emotion_sample"]["rea_s,none"] == 100.0
     assert second == 0
+
+
+# ------------------------------------------------------------------------------------------- fail fast
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("variable", "value", "accepted"),
+    [("EMO_MME_ALPHA", "2", "[0.0, 1.0]"), ("EMO_JUDGE_CONCURRENCY", "abc", "a whole number >= 1")],
+)
+def test_malformed_setting_stops_the_run_before_inference(
+    tmp_path: Path, variable: str, value: str, accepted: str
+) -> None:
+    """A typo stops the run when the task loads, naming the variable, its value and what is accepted; it never
+    becomes an offline (judge-free) run, and no judge request is sent."""
+    fake = FakeJudge()
+    out = tmp_path / "out"
+    with LoopbackServer(responder=fake, expected_api_key=API_KEY) as srv:
+        env = _env(tmp_path, OPENAI_BASE_URL=srv.base_url, OPENAI_API_KEY=API_KEY, **{variable: value})
+        cmd = [
+            sys.executable, "-m", "lmms_eval", "--model", "dummy", "--model_args", f"response={DUMMY_ANSWER}",
+            "--tasks", "mme_emotion_sample", "--batch_size", "1", "--output_path", str(out),
+        ]  # fmt: skip
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+        calls = len(srv.calls)
+    text = proc.stdout + proc.stderr
+    assert calls == 0 and not fake.judged
+    assert not list(out.rglob("*_results.json")), text[-3000:]
+    assert not (out / "emo_tasks_judge").exists()
+    assert f"{variable}={value!r}" in text and accepted in text, text[-3000:]
+    assert "Running generate_until requests" not in text  # failed before inference
+    assert "EMO_JUDGE=offline (or no judge configured" not in text  # never silently judge-free

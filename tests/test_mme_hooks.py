@@ -16,6 +16,8 @@ from emo_tasks.mme_emotion import hooks
 from emo_tasks.mme_emotion.data import DataError
 from emo_tasks.mme_emotion.protocol import prompt_hashes, spec_for, step_messages
 from emo_tasks.mme_emotion.sample import write_clip
+from emo_tasks.mme_emotion.scoring import TABLE
+from emo_tasks.settings import SettingsError
 from judges.config import JudgeConfigError
 
 REAL = Path(__file__).parent / "data" / "mme_emotion"
@@ -49,6 +51,69 @@ def test_process_docs_loads_rows_and_fails_fast_without_a_judge(tmp_path: Path, 
     docs = hooks.process_docs(placeholder("mme_emotion/benchmark/ER-Lab"))
     assert len(docs) == 3 and docs[0]["mme_task"] == "ER-Lab" and docs[0]["audio_clue"]
     assert hooks.doc_to_visual(docs[0]) == [str(root / docs[0]["video_id"])]
+
+
+def test_process_docs_checks_settings_first_and_registers_them_with_the_docs(tmp_path: Path, monkeypatch) -> None:
+    root = make_root(tmp_path)
+    monkeypatch.setenv("EMO_DATA_ROOT", str(root.parent))
+    monkeypatch.setenv("EMO_JUDGE", "offline")
+    monkeypatch.setenv("EMO_MME_ALPHA", "2")
+    with pytest.raises(SettingsError, match=r"EMO_MME_ALPHA='2'.*\[0.0, 1.0\]"):
+        hooks.process_docs(placeholder("mme_emotion/benchmark/ER-Lab"))
+    monkeypatch.setenv("EMO_MME_ALPHA", "0.25")
+    monkeypatch.setenv("EMO_VIDEO_REMUX", "0")
+    docs = hooks.process_docs(placeholder("mme_emotion/benchmark/ER-Lab"))
+    loaded = hooks.registry.get("benchmark", "ER-Lab")
+    assert (loaded.settings.alpha, loaded.settings.judge_mode, loaded.settings.common.video_remux) == (
+        0.25,
+        "offline",
+        False,
+    )
+    assert sorted(loaded.docs) == [0, 1, 2] and loaded.docs[1]["video_id"] == docs[1]["video_id"]
+    record = hooks.process_results(docs[1], ["Answer: anger"])["rec_s"]
+    assert hooks.lookup_doc(record)["video_path"] == docs[1]["video_path"]
+    assert hooks.settings_for([record]) is loaded.settings
+    with pytest.raises(KeyError, match="process_docs did not run"):
+        hooks.lookup_doc({**record, "mme_task": "IR"})
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # bpe_openai's own use of importlib.resources
+def test_evaluate_offline_in_process_writes_the_judge_log(tmp_path: Path, monkeypatch) -> None:
+    root = make_root(tmp_path)
+    monkeypatch.setenv("EMO_DATA_ROOT", str(root.parent))
+    monkeypatch.setenv("EMO_JUDGE", "offline")
+    docs = hooks.process_docs(placeholder("mme_emotion/benchmark/ER-Lab"))
+    answers = ["Answer: " + docs[0]["label"], "Answer: none of these", ""]
+    records = [hooks.process_results(d, [a])["rec_s"] for d, a in zip(docs, answers, strict=True)]
+
+    class Args:
+        output_path = str(tmp_path / "out")
+
+    metrics = hooks.evaluate(records, Args())
+    assert list(metrics) == list(TABLE.names)
+    assert (metrics["rec_s"].total, metrics["rec_s"].count) == (100.0, 3)
+    assert (metrics["n_scored"], metrics["n_judge_failed"], metrics["rea_s"]) == (3, 0, None)
+    assert hooks.evaluate(records) is metrics  # memoised: the eight aggregations share one pass
+    (log,) = (tmp_path / "out" / "emo_tasks_judge").glob("*_judge.jsonl")
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [list(r) for r in rows] == [LOG_FIELDS] * 3
+    assert [(r["status"], r["recognition"], r["answer"]) for r in rows] == [
+        ("offline", 1.0, answers[0]), ("offline", 0.0, answers[1]), ("offline", 0.0, ""),
+    ]  # fmt: skip
+    summary = json.loads(log.with_name(log.name.replace("_judge.jsonl", "_summary.json")).read_text())
+    assert list(summary) == SUMMARY_KEYS
+    assert summary["judge_mode"] == "offline" and summary["judge_models"] is None and summary["alpha"] == 0.5
+
+
+LOG_FIELDS = [
+    "task", "row", "video_id", "label", "answer", "status", "failed_stage", "failure_reason", "failure_detail",
+    "audio_clue", "step_text", "steps", "judge_text", "ratings", "recognition", "reasoning", "n_steps",
+    "strict_recognition", "predicted_labels", "cached",
+]  # fmt: skip
+SUMMARY_KEYS = [
+    "benchmark", "tasks", "data_source", "judge_mode", "judge_protocol", "audio_clues", "judge_models", "alpha",
+    "prompt_hashes", "n_samples", "metrics", "judge_failures", "per_category", "seconds",
+]  # fmt: skip
 
 
 def test_missing_and_corrupt_videos_are_named(tmp_path: Path, monkeypatch) -> None:
@@ -150,7 +215,7 @@ def test_hub_source_offline_says_how_to_use_local_data(monkeypatch) -> None:
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(DataError, match="EMO_DATA_ROOT") as err:
-        benchmark_root({"EMO_MME_HUB_ID": "emo-tasks-test/not-cached"})
+        benchmark_root(None, "emo-tasks-test/not-cached")
     assert "emo-tasks-test/not-cached" in str(err.value)
 
 

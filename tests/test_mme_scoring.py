@@ -1,4 +1,5 @@
-"""MME-Emotion scoring: the official `cal_metrics.py` formulas, group pooling, and judge-free label matching.
+"""MME-Emotion scoring: the official `cal_metrics.py` formulas, group pooling, judge-free label matching, and the
+per-sample / per-task functions and metric table built on them (pure: no network, no files).
 
 Expected numbers are hand-computed literals.  The official metric logic is re-implemented here independently (from
 `eval_cot/Overall/metrics/cal_metrics.py` of github.com/FunAudioLLM/MME-Emotion, MIT) and our parser + scoring are
@@ -16,24 +17,34 @@ import re
 import pytest
 
 from emo_tasks.mme_emotion import scoring
+from emo_tasks.mme_emotion.judge import Judgement
+from emo_tasks.mme_emotion.parsers import Rating, parse_scores, parse_steps
+from emo_tasks.mme_emotion.protocol import TaskSpec
 from emo_tasks.mme_emotion.scoring import (
+    TABLE,
     Count,
     MicroMean,
+    SampleResult,
     SampleScore,
     aggregate,
+    category_breakdown,
     cot_score,
+    failure_counts,
     final_answer_segment,
     find_labels,
     group_aggregate,
     micro_mean,
     offline_recognition,
     per_category,
+    rating_value,
     reasoning,
     recognition,
+    score_ratings,
     score_sample,
     strict_recognition,
+    task_metrics,
 )
-from judges.parsers import parse_scores, parse_steps
+from emo_tasks.mme_emotion.settings import MMESettings
 
 FG_ER_LABELS = [
     "Excitement", "Engagement", "Fatigue", "Disquietment", "Anticipation", "Fear", "Affection", "Confidence",
@@ -49,36 +60,36 @@ FG_SA_LABELS = [
 
 # ------------------------------------------------------------------------------------------------ per sample
 def test_sample_three_ratings() -> None:
-    s = score_sample([1, 0, 1])
+    s = score_ratings([1, 0, 1])
     assert s == SampleScore(recognition=1.0, reasoning=0.5, steps=3)
     assert recognition([1, 0, 1]) == 1.0
     assert reasoning([1, 0, 1]) == 0.5
 
 
 def test_sample_last_rating_is_recognition() -> None:
-    s = score_sample([1, 1, 0])
+    s = score_ratings([1, 1, 0])
     assert (s.recognition, s.reasoning, s.steps) == (0.0, 1.0, 3)
 
 
 def test_single_rating_earns_no_reasoning_credit() -> None:
     # official: reasoning_scores = scores[:-1] if len(scores) > 1 else [] -> 0.0
     assert reasoning([1]) == 0.0
-    assert score_sample([1]) == SampleScore(1.0, 0.0, 1)
+    assert score_ratings([1]) == SampleScore(1.0, 0.0, 1)
 
 
 def test_fractional_single_rating() -> None:
-    assert score_sample([0.5]) == SampleScore(0.5, 0.0, 1)
+    assert score_ratings([0.5]) == SampleScore(0.5, 0.0, 1)
 
 
 def test_fractional_reasoning_mean() -> None:
-    s = score_sample([1, 0, 0, 0.25])
+    s = score_ratings([1, 0, 0, 0.25])
     assert s.recognition == 0.25
     assert s.reasoning == pytest.approx(1 / 3, abs=1e-12)
     assert s.steps == 4
 
 
 def test_no_ratings() -> None:
-    assert score_sample([]) is None
+    assert score_ratings([]) is None
     with pytest.raises(ValueError):
         recognition([])
     with pytest.raises(ValueError):
@@ -207,7 +218,7 @@ def test_group_plain_floats() -> None:
 # ------------------------------------------------------------------------------------------------ aggregate
 def _three_samples() -> list[SampleScore]:
     # [1,0,1] -> (1, 0.5, 3); [0,1] -> (1, 0, 2); [1,1,0.5] -> (0.5, 1, 3)
-    return [score_sample([1, 0, 1]), score_sample([0, 1]), score_sample([1, 1, 0.5])]
+    return [score_ratings([1, 0, 1]), score_ratings([0, 1]), score_ratings([1, 1, 0.5])]
 
 
 def test_aggregate_hand_case() -> None:
@@ -236,7 +247,7 @@ def test_aggregate_empty() -> None:
 
 def test_group_cot_equals_cot_of_pooled_parts() -> None:
     a = aggregate(_three_samples())  # rec total 250, rea total 150, n 3
-    b = aggregate([score_sample([0]), score_sample([1, 1])])  # rec total 100, rea total 100, n 2
+    b = aggregate([score_ratings([0]), score_ratings([1, 1])])  # rec total 100, rea total 100, n 2
     cot = group_aggregate([a.cot_s, b.cot_s], [3, 2])
     # pooled Rec-S = 350/5 = 70, Rea-S = 250/5 = 50 -> CoT-S 60
     assert cot == pytest.approx(60.0, abs=1e-9)
@@ -251,10 +262,10 @@ def test_aggregate_rejects_alpha_out_of_range() -> None:
 # ------------------------------------------------------------------------------------------------ per category
 def test_per_category_keyed_by_ground_truth_string_sorted() -> None:
     rows = [
-        ("anger,fear", score_sample([1, 0.5])),  # rec 0.5, rea 1
-        ("Sad", score_sample([1, 1, 1])),  # rec 1, rea 1
-        ("anger", score_sample([0])),  # rec 0, rea 0
-        ("anger,fear", score_sample([0, 0, 1])),  # rec 1, rea 0
+        ("anger,fear", score_ratings([1, 0.5])),  # rec 0.5, rea 1
+        ("Sad", score_ratings([1, 1, 1])),  # rec 1, rea 1
+        ("anger", score_ratings([0])),  # rec 0, rea 0
+        ("anger,fear", score_ratings([0, 0, 1])),  # rec 1, rea 0
     ]
     out = per_category(rows)
     assert list(out) == ["Sad", "anger", "anger,fear"]
@@ -265,7 +276,7 @@ def test_per_category_keyed_by_ground_truth_string_sorted() -> None:
 
 
 def test_per_category_alpha() -> None:
-    out = per_category([("x", score_sample([1, 0.5]))], alpha=1.0)
+    out = per_category([("x", score_ratings([1, 0.5]))], alpha=1.0)
     assert out["x"]["cot_s"] == 50.0
 
 
@@ -322,7 +333,7 @@ OFFICIAL_USED = [0, 1, 2, 3, 4, 7, 10, 12, 14, 15]
 
 
 def _ours(answers: list[str | None]) -> list[SampleScore | None]:
-    return [score_sample(parse_scores(a).values) for a in answers]
+    return [score_ratings(parse_scores(a).values) for a in answers]
 
 
 def test_reference_reimplementation_hand_numbers() -> None:
@@ -505,3 +516,171 @@ def test_strict_recognition() -> None:
     assert strict_recognition(1, 2, 4) == 0.25  # C/P
     assert strict_recognition(1, 3, 0) == pytest.approx(1 / 3, abs=1e-12)  # P = 0 falls back to K
     assert strict_recognition(0, 0, 3) == 0.0
+
+
+# ------------------------------------------------------------------------------------------------ score_sample
+BINARY = TaskSpec(key="T", task="mme_emotion_t", file_stem="T", title="T", target="emotion", label_separator=None,
+                  last_step_rule="binary", step={}, judge={})  # fmt: skip
+FRACTION = TaskSpec(key="M", task="mme_emotion_m", file_stem="M", title="M", target="emotion", label_separator=",",
+                    last_step_rule="fraction", step={}, judge={})  # fmt: skip
+
+
+def _item(label: str, answer: str, label_set: list[str], spec: TaskSpec = BINARY) -> dict:
+    return {"label": label, "labels": spec.gold_labels(label), "label_set": label_set, "answer": answer}
+
+
+def _judged(ratings: list[tuple[int, int]], steps: list[str], **kw) -> Judgement:
+    return Judgement(task="T", row=0, video_id="v", label="x", answer="a", ratings=ratings, steps=steps, **kw)
+
+
+def _settings(**values: str) -> MMESettings:
+    return MMESettings.from_env({"EMO_CACHE_DIR": "/nonexistent/cache", **values}, "sample")
+
+
+API = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
+
+
+def test_score_sample_judged_binary_task() -> None:
+    j = _judged([(1, 1), (0, 1), (1, 1)], ["Step 1: x.", "Step 2: y.", "Step 3: The predicted emotion is sad."])
+    r = score_sample(BINARY, _item("sad", "Answer: sad", ER_LABELS), j)
+    assert r == SampleResult("sad", "scored", 1.0, 0.5, 3, 1.0, ("sad",))
+    assert r.score == SampleScore(1.0, 0.5, 3)
+
+
+def test_score_sample_judged_fraction_task_strict_is_c_over_max_k_p() -> None:
+    labels = ["anger", "fear", "sad", "happy"]
+    j = _judged([(1, 1), (2, 2)], ["Step 1: x.", "Step 2: anger, fear, sad and happy."])
+    r = score_sample(FRACTION, _item("anger,fear", "...", labels, FRACTION), j)
+    assert (r.status, r.recognition, r.reasoning, r.n_steps) == ("scored", 1.0, 1.0, 2)
+    assert r.predicted_labels == ("anger", "fear", "sad", "happy")
+    assert r.strict_recognition == 0.5  # C=2 of max(K=2, P=4)
+
+
+def test_score_sample_zero_denominator_and_step_text_fallback() -> None:
+    j = _judged([(1, 0), (1, 2)], [], step_text="the predicted emotion is fear")
+    r = score_sample(FRACTION, _item("anger,fear", "...", ["anger", "fear"], FRACTION), j)
+    assert (r.recognition, r.reasoning, r.n_steps) == (0.5, 0.0, 2)  # 1/0 counts 0 (official)
+    assert r.predicted_labels == ("fear",) and r.strict_recognition == 0.5  # last step = the whole step text
+    assert rating_value(1, 0) == Rating(1, 0).value == 0.0 and rating_value(2, 3) == Rating(2, 3).value
+
+
+def test_score_sample_failed_judgement_has_no_numbers() -> None:
+    j = _judged([], ["Step 1: x."])
+    j.fail("judge", "invalid_answer", "1 ratings for 2 steps")
+    assert score_sample(BINARY, _item("sad", "a", ER_LABELS), j) == SampleResult("sad", "judge_failed")
+    assert SampleResult("sad", "judge_failed").score is None
+
+
+def test_score_sample_offline() -> None:
+    r = score_sample(BINARY, _item("happy", "The mouth curves up.\nAnswer: happy", ER_LABELS))
+    assert r == SampleResult("happy", "offline", 1.0, None, None, 1.0, ("happy",))
+    assert r.score is None  # offline samples are not judge scores
+    m = score_sample(FRACTION, _item("Peace,Fear", "Answer: " + ", ".join(FG_ER_LABELS), FG_ER_LABELS, FRACTION))
+    assert m.recognition == 1.0 and m.strict_recognition == pytest.approx(2 / 26, abs=1e-15)
+
+
+# ------------------------------------------------------------------------------------------------ task_metrics
+def _api_samples() -> list[SampleResult]:
+    return [
+        SampleResult("sad", "scored", 1.0, 0.5, 3, 1.0),
+        SampleResult("sad", "scored", 0.5, 0.0, 2, 0.25),
+        SampleResult("happy", "judge_failed"),
+        SampleResult("happy", "scored", 0.0, 1.0, 4, 0.0),
+    ]
+
+
+def test_task_metrics_api_hand_case() -> None:
+    m = task_metrics(_api_samples(), _settings(**API), token_counts=[10, 20, 30, 40])
+    assert list(m) == list(TABLE.names)
+    # Rec-S 100*(1+0.5+0)/3 = 50, Rea-S 100*(0.5+0+1)/3 = 50, CoT-S 50, strict 100*1.25/3, steps 9/3
+    assert (m["rec_s"].total, m["rec_s"].count) == (150.0, 3)
+    assert (m["rea_s"].total, m["rea_s"].count) == (150.0, 3)
+    assert (m["cot_s"].total, m["cot_s"].count) == (150.0, 3)
+    assert (m["rec_s_strict"].total, m["rec_s_strict"].count) == (125.0, 3)
+    assert (m["avg_step"].total, m["avg_step"].count) == (9.0, 3)
+    assert (m["avg_token"].total, m["avg_token"].count) == (100.0, 4)  # over every sample, failed ones too
+    assert type(m["n_scored"]) is Count and m["n_scored"] == 3
+    assert type(m["n_judge_failed"]) is Count and m["n_judge_failed"] == 1
+
+
+def test_task_metrics_alpha_comes_from_settings() -> None:
+    m = task_metrics(_api_samples()[:2], _settings(**API, EMO_MME_ALPHA="0.3"))
+    # rec total 150, rea total 50 over 2: CoT total 0.3*150 + 0.7*50 = 80
+    assert m["cot_s"].total == pytest.approx(80.0, abs=1e-12) and m["cot_s"].count == 2
+    assert m["avg_token"] is None  # no token counts (tokenizer unavailable)
+
+
+def test_task_metrics_offline() -> None:
+    samples = [SampleResult("a", "offline", 1.0, None, None, 1.0), SampleResult("b", "offline", 0.5, None, None, 0.25)]
+    m = task_metrics(samples, _settings(EMO_JUDGE="offline"), token_counts=[3, 5])
+    assert (m["rec_s"].total, m["rec_s"].count) == (150.0, 2)
+    assert (m["rec_s_strict"].total, m["rec_s_strict"].count) == (125.0, 2)
+    assert (m["rea_s"], m["cot_s"], m["avg_step"]) == (None, None, None)
+    assert float(m["avg_token"]) == 4.0
+    assert (m["n_scored"], m["n_judge_failed"]) == (2, 0) and type(m["n_judge_failed"]) is Count
+
+
+def test_task_metrics_with_nothing_scored() -> None:
+    m = task_metrics([SampleResult("a", "judge_failed")], _settings(**API))
+    assert [m[k] for k in ("rec_s", "rea_s", "cot_s", "rec_s_strict", "avg_step")] == [None] * 5
+    assert (m["n_scored"], m["n_judge_failed"]) == (0, 1)
+
+
+def test_group_pools_task_metrics_as_micro_averages() -> None:
+    settings = _settings(**API)
+    a = task_metrics(_api_samples(), settings, [1, 1, 1, 1])  # rec 150/3
+    b = task_metrics([SampleResult("x", "scored", 1.0, 1.0, 1, 1.0)], settings, [5])  # rec 100/1
+    sizes = [4, 1]
+    pooled = {k: group_aggregate([a[k], b[k]], sizes) for k in TABLE.names}
+    assert (pooled["rec_s"].total, pooled["rec_s"].count) == (250.0, 4)  # 62.5, not (50*4 + 100)/5 = 60
+    assert float(pooled["cot_s"]) == 62.5 and float(pooled["avg_token"]) == 9 / 5
+    assert type(pooled["n_scored"]) is Count and (pooled["n_scored"], pooled["n_judge_failed"]) == (4, 1)
+
+
+def test_category_breakdown_and_failure_counts() -> None:
+    out = category_breakdown(_api_samples(), _settings(**API))
+    assert out == {
+        "happy": {"rec_s": 0.0, "rea_s": 100.0, "cot_s": 50.0, "avg_step": 4.0, "n_scored": 1},
+        "sad": {"rec_s": 75.0, "rea_s": 25.0, "cot_s": 50.0, "avg_step": 2.5, "n_scored": 2},
+    }
+    assert category_breakdown(_api_samples(), _settings(EMO_JUDGE="offline")) == {}
+    assert failure_counts([("judge", "timeout"), ("step_agent", "http_400"), ("judge", "timeout")]) == {
+        "judge:timeout": 2, "step_agent:http_400": 1,
+    }  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------------ metric table
+def test_table_names_directions_and_headline() -> None:
+    assert TABLE.names == ("rec_s", "rea_s", "cot_s", "rec_s_strict", "avg_step", "avg_token", "n_scored",
+                           "n_judge_failed")  # fmt: skip
+    assert TABLE.lower_is_better == {"avg_token", "n_judge_failed"}
+    assert [m.name for m in TABLE.headline] == ["rec_s", "rea_s", "cot_s"]
+    assert {m.name: m.display for m in TABLE if m.title} == {
+        "rec_s": "Rec-S", "rea_s": "Rea-S", "cot_s": "CoT-S", "avg_step": "Avg Step", "avg_token": "Avg Token",
+    }  # fmt: skip
+    assert {m.name for m in TABLE if m.outcome} == {"rec_s", "rea_s", "cot_s", "rec_s_strict"}
+    assert {m.name for m in TABLE if m.per_sample is None} == {"n_scored", "n_judge_failed"}
+    # the report: Markdown tables as before (no strict column), the overall plot panel, why offline values are null
+    assert [m.name for m in TABLE if m.in_table] == ["rec_s", "rea_s", "cot_s", "avg_step", "avg_token"]
+    assert [m.name for m in TABLE if m.plot] == ["rec_s", "rea_s", "cot_s"]
+    assert {m.name for m in TABLE if m.null_reason} == {"rea_s", "cot_s", "avg_step"}
+
+
+def test_table_per_sample_values_over_judge_log_rows() -> None:
+    rows = {
+        ("t", 0): {"status": "scored", "recognition": 0.5, "reasoning": 0.25, "n_steps": 3,
+                   "strict_recognition": 0.25, "alpha": 0.3, "answer_tokens": 12},
+        ("t", 1): {"status": "offline", "recognition": 1.0, "reasoning": None, "n_steps": None,
+                   "strict_recognition": 1.0, "answer_tokens": 4},
+        ("t", 2): {"status": "judge_failed", "recognition": None, "answer_tokens": 7},
+        ("t", 3): {"status": "scored", "recognition": 1.0, "reasoning": None, "n_steps": None,
+                   "strict_recognition": None},
+    }  # fmt: skip
+    values = TABLE.per_sample_values(rows)
+    assert values["rec_s"] == {("t", 0): 50.0, ("t", 1): 100.0, ("t", 3): 100.0}
+    assert values["rea_s"] == {("t", 0): 25.0, ("t", 3): 0.0}
+    assert values["cot_s"] == {("t", 0): 0.3 * 50.0 + 0.7 * 25.0, ("t", 3): 0.5 * 100.0 + 0.5 * 0.0}
+    assert values["rec_s_strict"] == {("t", 0): 25.0, ("t", 1): 100.0}
+    assert values["avg_step"] == {("t", 0): 3.0, ("t", 3): 0.0}
+    assert values["avg_token"] == {("t", 0): 12.0, ("t", 1): 4.0, ("t", 2): 7.0}
+    assert set(values) == {"rec_s", "rea_s", "cot_s", "rec_s_strict", "avg_step", "avg_token"}

@@ -54,8 +54,10 @@ def test_portable_containers_and_the_switch_keep_the_original(tmp_path: Path, mo
         src = write_clip(tmp_path / name)
         assert model_ready_path(str(src), cache_dir=tmp_path / "cache") == str(src)
     mkv = write_clip(tmp_path / "c.mkv")
-    monkeypatch.setenv("EMO_VIDEO_REMUX", "0")
-    assert model_ready_path(str(mkv), cache_dir=tmp_path / "cache") == str(mkv)
+    assert model_ready_path(str(mkv), cache_dir=tmp_path / "cache", enabled=False) == str(mkv)
+    monkeypatch.setenv("EMO_VIDEO_REMUX", "0")  # doc_to_visual reads the switch through the settings
+    assert hooks.doc_to_visual({"video_path": str(mkv)}) == [str(mkv)]
+    assert not (tmp_path / "cache").exists()
 
 
 def test_doc_to_visual_hands_models_an_mp4_and_names_unconvertible_files(tmp_path: Path) -> None:

@@ -8,16 +8,9 @@ from pathlib import Path
 
 from conftest import API_KEY
 
-from judges import (
-    JudgeRequest,
-    audit_record,
-    parse_scores,
-    score_validator,
-    text_message,
-    user_message,
-    write_audit_jsonl,
-)
-from judges.loopback import LoopbackServer, Reply
+from emo_tasks.mme_emotion.parsers import parse_scores, score_validator
+from judges import JudgeRequest, audit_record, text_message, user_message, write_audit_jsonl
+from judges.testing import LoopbackServer, Reply
 
 
 def test_key_appears_in_no_log_cache_audit_or_result(

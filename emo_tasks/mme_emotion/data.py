@@ -5,6 +5,7 @@ Knows file layouts and nothing else.  Every error names the path or the row and 
 Sources:
 - `benchmark`: `EMO_DATA_ROOT/mme_emotion/` in the official layout when EMO_DATA_ROOT is set, else the Hub
   dataset `Karl28/MME-Emotion` (override with EMO_MME_HUB_ID) downloaded by huggingface_hub into its cache.
+  (The variables are read by `settings.py`; the functions here take their values.)
 - `sample`: the bundled sample (real rows, generated clips), written on first use (see `sample.py`).
 
 Official layout: `<root>/<Task>/question/<Task_>.json` (rows `{video_id, label, label_set}`),
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from emo_tasks.common import DataError, hub_snapshot
+from judges.atomic import atomic_write_text
 
 from .protocol import TaskSpec, spec_for, task_specs
 
@@ -31,20 +33,19 @@ _SNIFF_BYTES = 1 << 14
 
 
 # ------------------------------------------------------------------------------------------------------ roots
-def benchmark_root(env: dict[str, str] | None = None) -> Path:
-    """Where the benchmark files are: EMO_DATA_ROOT/mme_emotion, or the Hub snapshot."""
-    env = dict(os.environ) if env is None else env
-    data_root = env.get("EMO_DATA_ROOT")
+def benchmark_root(data_root: str | Path | None, hub_id: str = HUB_ID) -> Path:
+    """Where the benchmark files are: `<data_root>/mme_emotion` (EMO_DATA_ROOT), else the Hub snapshot of
+    `hub_id` (EMO_MME_HUB_ID)."""
     if data_root:
         root = Path(data_root).expanduser() / "mme_emotion"
         if not root.is_dir():
             raise DataError(
-                f"EMO_DATA_ROOT is set to {data_root!r} but {root} does not exist. Put the MME-Emotion files there "
-                "in the official layout (<Task>/question/<Task_>.json, <Task>/audio_clue/..., videos at "
+                f"EMO_DATA_ROOT is set to {str(data_root)!r} but {root} does not exist. Put the MME-Emotion files "
+                "there in the official layout (<Task>/question/<Task_>.json, <Task>/audio_clue/..., videos at "
                 "<root>/<video_id>), or unset EMO_DATA_ROOT to use the Hub dataset " + HUB_ID + "."
             )
         return root
-    return hub_root(env.get("EMO_MME_HUB_ID") or HUB_ID)
+    return hub_root(hub_id or HUB_ID)
 
 
 def hub_root(repo_id: str) -> Path:
@@ -100,7 +101,7 @@ def _extract_archives(snapshot: Path, target: Path) -> None:
         elif ".tar" in archive.name:
             with tarfile.open(archive) as tf:
                 tf.extractall(target, filter="data")
-    done.write_text("ok\n")
+    atomic_write_text(done, "ok\n")
 
 
 # ------------------------------------------------------------------------------------------------------- rows

@@ -1,40 +1,77 @@
 """lmms-eval hooks for MME-Emotion: thin adapters from a row to the host and back.
 
-- `process_docs` loads and validates the task's rows (the YAML's `dataset_name` says which task and source).
+- `process_docs` reads and checks the settings (`MMESettings.from_env`: a bad value stops the run here, before
+  inference), loads and validates the task's rows (the YAML's `dataset_name` says which task and source), and
+  registers both for the aggregation.
 - `doc_to_visual` / `doc_to_text` / `doc_to_messages` build the model's input.
 - `process_results` only records the answer (cheap, thread-safe: lmms-eval calls it from 4 threads).
-- The aggregation functions run the judge once per task (rank 0) through `judges/`, memoised so that the eight
-  metrics share one judge phase, then score with the pure `scoring` module.
+- `evaluate` (behind every `agg_<metric>`, see utils.py) runs the judge once per task (rank 0) through `judges/`,
+  memoised on (settings, records) so that the eight metrics share one judge phase, then scores with the pure
+  `scoring` module and writes the per-sample judge log.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from loguru import logger
 
 from emo_tasks.common import LastResult, placeholder_name
+from emo_tasks.settings import CommonSettings, environ
+from judges.atomic import atomic_write_text
 
 from . import scoring
 from .data import DataError, benchmark_root, check_videos_exist, load_task_docs, probe_video
-from .judge import clue_mode, judge_mode, judge_outcomes, judge_protocol, offline_outcomes
+from .judge import Judgement, judge_samples
 from .protocol import model_prompt, prompt_hashes, spec_for
 from .remux import model_ready_path
+from .sample import sample_root
+from .scoring import TABLE, SampleResult
+from .settings import MMESettings
 
-METRICS = ("rec_s", "rea_s", "cot_s", "rec_s_strict", "avg_step", "avg_token", "n_scored", "n_judge_failed")
+
+# ------------------------------------------------------------------------------------------------ registry
+@dataclass(frozen=True)
+class LoadedTask:
+    """One task as `process_docs` loaded it: the settings it was checked with and its docs by row."""
+
+    settings: MMESettings
+    docs: Mapping[int, dict[str, Any]]
 
 
-# ------------------------------------------------------------------------------------------------------- docs
-#: Every loaded doc by (source, task key, row): process_docs runs on every rank, so the aggregation (rank 0) can
-#: look rows up here and `process_results` records stay small in lmms-eval's sample logs.
-_docs_lock = threading.Lock()
-_docs: dict[tuple[str, str, int], dict[str, Any]] = {}
+class TaskRegistry:
+    """(source, task key) -> LoadedTask.  process_docs runs on every rank before inference, so the aggregation
+    (rank 0) finds the settings and the full rows here, and `process_results` records stay small in lmms-eval's
+    sample logs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tasks: dict[tuple[str, str], LoadedTask] = {}
+
+    def register(self, source: str, key: str, settings: MMESettings, docs: Sequence[dict[str, Any]]) -> None:
+        with self._lock:
+            self._tasks[(source, key)] = LoadedTask(settings, {int(d["row"]): d for d in docs})
+
+    def find(self, source: str, key: str) -> LoadedTask | None:
+        with self._lock:
+            return self._tasks.get((source, key))
+
+    def get(self, source: str, key: str) -> LoadedTask:
+        loaded = self.find(source, key)
+        if loaded is None:
+            raise KeyError(
+                f"MME-Emotion task {(source, key)} was not loaded in this process (process_docs did not run?)"
+            )
+        return loaded
+
+
+registry = TaskRegistry()
 
 
 def parse_source(name: str) -> tuple[str, str]:
@@ -47,34 +84,43 @@ def parse_source(name: str) -> tuple[str, str]:
 
 
 def process_docs(dataset: Any) -> Any:
-    """Replace lmms-eval's placeholder row with the task's validated rows (see `emo_tasks/lmms_patch.py`)."""
+    """Check the settings, then replace lmms-eval's placeholder row with the task's validated rows (see
+    `emo_tasks/lmms_patch.py`)."""
     import datasets
 
     source, key = parse_source(placeholder_name(dataset, "MME-Emotion"))
     spec = spec_for(key)
-    judge_mode(source)  # fail fast, before inference, when no judge is configured for a real run
+    # fail fast, before inference: a malformed value, or no judge configured for a real run
+    settings = MMESettings.from_env(environ(), source)
     if source == "sample":
-        from .sample import sample_root
-
-        root = sample_root()
+        root = sample_root(settings.common.cache_dir)
     else:
-        root = benchmark_root()
-    docs = load_task_docs(spec, root, source=source, need_clues=clue_mode() != "live")
+        root = benchmark_root(settings.common.data_root, settings.hub_id)
+    docs = load_task_docs(spec, root, source=source, need_clues=settings.audio_clues != "live")
     check_videos_exist(docs, spec.task)
-    with _docs_lock:
-        for doc in docs:
-            _docs[(source, doc["mme_task"], doc["row"])] = doc
+    registry.register(source, spec.key, settings, docs)
     return datasets.Dataset.from_list(docs)
+
+
+def _record_key(record: Mapping[str, Any]) -> tuple[str, str]:
+    return record.get("data_source", "benchmark"), record["mme_task"]
 
 
 def lookup_doc(record: dict[str, Any]) -> dict[str, Any]:
     """The full doc behind a `process_results` record (registered by process_docs in this process)."""
-    key = (record.get("data_source", "benchmark"), record["mme_task"], int(record["row"]))
-    with _docs_lock:
-        doc = _docs.get(key)
+    loaded = registry.get(*_record_key(record))
+    doc = loaded.docs.get(int(record["row"]))
     if doc is None:
+        key = (*_record_key(record), int(record["row"]))
         raise KeyError(f"MME-Emotion doc {key} was not loaded in this process (process_docs did not run?)")
     return doc
+
+
+# --------------------------------------------------------------------------------------------- model input
+def _common(doc: Mapping[str, Any]) -> CommonSettings:
+    """The settings of the doc's task (process_docs registered them); read afresh for a doc from elsewhere."""
+    loaded = registry.find(doc.get("data_source", "benchmark"), doc.get("mme_task", ""))
+    return loaded.settings.common if loaded is not None else CommonSettings.from_env(environ())
 
 
 def doc_to_visual(doc: dict[str, Any]) -> list[str]:
@@ -84,7 +130,8 @@ def doc_to_visual(doc: dict[str, Any]) -> list[str]:
     that some model classes do not take as video (.mkv, .webm, ...) are handed over as a cached .mp4 remux
     (see remux.py)."""
     probe_video(doc["video_path"])
-    return [model_ready_path(doc["video_path"])]
+    common = _common(doc)
+    return [model_ready_path(doc["video_path"], common.cache_dir, common.video_remux)]
 
 
 def _kwargs(lmms_eval_specific_kwargs: dict[str, Any] | None) -> dict[str, Any]:
@@ -126,131 +173,120 @@ def process_results(doc: dict[str, Any], results: Sequence[Any]) -> dict[str, di
         "data_source": doc.get("data_source", "benchmark"),
         "answer": answer,
     }
-    return {metric: record for metric in METRICS}
+    return {metric: record for metric in TABLE.names}
 
 
 # ------------------------------------------------------------------------------------------------ aggregation
+@dataclass
+class TaskResult:
+    """One judge-and-score pass over a task's records."""
+
+    metrics: dict[str, Any]
+    samples: list[SampleResult] = field(default_factory=list)
+    judgements: list[Judgement | None] = field(default_factory=list)
+    summary: dict[str, Any] | None = None
+
+
 _memo = LastResult()  # the eight metric aggregations of a task share one judge phase
 
 
-def _alpha() -> float:
-    value = float(os.environ.get("EMO_MME_ALPHA", scoring.DEFAULT_ALPHA))
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"EMO_MME_ALPHA must be in [0, 1], got {value}")
-    return value
+def settings_for(records: Sequence[Mapping[str, Any]]) -> MMESettings:
+    """The settings process_docs checked for the records' task (the first task's, should records mix tasks)."""
+    source, key = min({_record_key(r) for r in records})
+    return registry.get(source, key).settings
 
 
 def evaluate(items: Sequence[dict[str, Any]], args: Any = None) -> dict[str, Any]:
-    """Judge and score one task's records once (memoised on their content); returns metrics + outcomes."""
+    """Every metric of one task's records: judged and scored once, memoised on (settings, records' content)."""
+    return evaluate_task(items, args).metrics
+
+
+def evaluate_task(items: Sequence[dict[str, Any]], args: Any = None) -> TaskResult:
+    """`evaluate` with the per-sample results, judgements and the summary."""
     if not items:
-        return {"metrics": dict.fromkeys(METRICS), "outcomes": []}
-    key = (
-        tuple((r["mme_task"], r["row"], r["video_id"], r["answer"]) for r in items),
-        os.environ.get("EMO_JUDGE"),
-        os.environ.get("EMO_MME_JUDGE_PROTOCOL"),
-        os.environ.get("EMO_MME_AUDIO_CLUES"),
-        os.environ.get("EMO_MME_ALPHA"),
-    )
-    return _memo.get(key, lambda: _evaluate(list(items), args))
+        return TaskResult(dict.fromkeys(TABLE.names))
+    settings = settings_for(items)
+    key = (settings, tuple((r["mme_task"], r["row"], r["video_id"], r["answer"]) for r in items))
+    return _memo.get(key, lambda: _evaluate(list(items), settings, args))
 
 
-def _evaluate(records: list[dict[str, Any]], args: Any) -> dict[str, Any]:
+def _evaluate(records: list[dict[str, Any]], settings: MMESettings, args: Any) -> TaskResult:
     started = time.perf_counter()
     items = [{**lookup_doc(r), **r} for r in records]
     tasks = sorted({r["mme_task"] for r in items})
     source = items[0].get("data_source", "benchmark")
-    mode = judge_mode(source)
+    mode = settings.judge_mode
     label = ",".join(spec_for(t).task for t in tasks) + (" [sample]" if source == "sample" else "")
+    judgements: list[Judgement | None]
     if mode == "offline":
         logger.warning(
             f"{label}: EMO_JUDGE=offline (or no judge configured for the sample): recognition by label matching, "
             "reasoning not available. Not comparable with the paper."
         )
-        outcomes = offline_outcomes(items)
+        judgements = [None] * len(items)
     else:
-        outcomes = judge_outcomes(items, desc=label)
-    alpha = _alpha()
-    scored = [o.score for o in outcomes if o.score is not None]
+        judgements = list(judge_samples(items, settings, desc=label))
+    samples = [
+        scoring.score_sample(spec_for(item["mme_task"]), item, j) for item, j in zip(items, judgements, strict=True)
+    ]
     from emo_tasks.tokens import TokenizerUnavailable, count_tokens
 
     try:
-        avg_token = scoring.micro_mean(count_tokens(r["answer"] for r in items))
+        token_counts: list[int] | None = count_tokens(r["answer"] for r in items)
     except TokenizerUnavailable as exc:
         logger.warning(f"{label}: avg_token not available: {exc}")
-        avg_token = None
-    n_failed = sum(1 for o in outcomes if o.status == "judge_failed")
-    if mode == "offline":
-        rec = scoring.micro_mean((o.recognition for o in outcomes), 100.0)
-        strict = scoring.micro_mean((o.strict_recognition for o in outcomes), 100.0)
-        metrics = {
-            "rec_s": rec,
-            "rea_s": None,
-            "cot_s": None,
-            "rec_s_strict": strict,
-            "avg_step": None,
-            "avg_token": avg_token,
-            "n_scored": scoring.Count(len(outcomes)),
-            "n_judge_failed": scoring.Count(0),
-        }
-    else:
-        agg = scoring.aggregate(scored, alpha)
-        strict = scoring.micro_mean(
-            (o.strict_recognition for o in outcomes if o.status == "scored" and o.strict_recognition is not None),
-            100.0,
-        )
-        metrics = {
-            "rec_s": agg.rec_s,
-            "rea_s": agg.rea_s,
-            "cot_s": agg.cot_s,
-            "rec_s_strict": strict,
-            "avg_step": agg.avg_step,
-            "avg_token": avg_token,
-            "n_scored": scoring.Count(agg.n_scored),
-            "n_judge_failed": scoring.Count(n_failed),
-        }
-    categories = (
-        scoring.per_category([(o.label, o.score) for o in outcomes if o.score is not None], alpha)
-        if mode != "offline"
-        else {}
-    )
+        token_counts = None
+    metrics = scoring.task_metrics(samples, settings, token_counts)
+    failures = scoring.failure_counts((j.failed_stage, j.failure_reason) for j in judgements if j and not j.ok)
+    api = mode == "api"
     summary = {
         "benchmark": "MME-Emotion",
         "tasks": [spec_for(t).task for t in tasks],
         "data_source": source,
         "judge_mode": mode,
-        "judge_protocol": judge_protocol() if mode == "api" else None,
-        "audio_clues": clue_mode() if mode == "api" else None,
-        "judge_models": _judge_models() if mode == "api" else None,
-        "alpha": alpha,
+        "judge_protocol": settings.judge_protocol if api else None,
+        "audio_clues": settings.audio_clues if api else None,
+        "judge_models": settings.judge_models if api else None,
+        "alpha": settings.alpha,
         "prompt_hashes": prompt_hashes(),
         "n_samples": len(items),
         "metrics": {k: (None if v is None else (int(v) if isinstance(v, scoring.Count) else float(v)))
                     for k, v in metrics.items()},
-        "judge_failures": _failure_counts(outcomes),
-        "per_category": categories,
+        "judge_failures": failures,
+        "per_category": scoring.category_breakdown(samples, settings),
         "seconds": round(time.perf_counter() - started, 3),
     }  # fmt: skip
     _report(label, summary)
-    _write_logs(args, tasks, source, summary, outcomes)
-    return {"metrics": metrics, "outcomes": outcomes, "summary": summary}
+    rows = [log_row(item, j, s) for item, j, s in zip(items, judgements, samples, strict=True)]
+    _write_logs(args, tasks, source, summary, rows)
+    return TaskResult(metrics, samples, judgements, summary)
 
 
-def _judge_models() -> dict[str, str]:
-    from judges.config import model_for_role
-
-    models = {"step": model_for_role("step"), "judge": model_for_role("judge")}
-    if clue_mode() == "live":
-        models["audio"] = model_for_role("audio")
-    return models
-
-
-def _failure_counts(outcomes: Sequence[Any]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for o in outcomes:
-        if o.status == "judge_failed":
-            k = f"{o.failed_stage}:{o.failure_reason}"
-            counts[k] = counts.get(k, 0) + 1
-    return counts
+def log_row(item: Mapping[str, Any], judgement: Judgement | None, result: SampleResult) -> dict[str, Any]:
+    """One line of the per-sample judge log (the fields `results.read_samples` and readers of the log use)."""
+    j = judgement
+    return {
+        "task": item["mme_task"],
+        "row": int(item["row"]),
+        "video_id": item["video_id"],
+        "label": item["label"],
+        "answer": item["answer"],
+        "status": result.status,
+        "failed_stage": j.failed_stage if j else None,
+        "failure_reason": j.failure_reason if j else None,
+        "failure_detail": j.failure_detail if j else None,
+        "audio_clue": j.audio_clue if j else item.get("audio_clue"),
+        "step_text": j.step_text if j else None,
+        "steps": list(j.steps) if j else [],
+        "judge_text": j.judge_text if j else None,
+        "ratings": [[n, d] for n, d in j.ratings] if j else [],
+        "recognition": result.recognition,
+        "reasoning": result.reasoning,
+        "n_steps": result.n_steps,
+        "strict_recognition": result.strict_recognition,
+        "predicted_labels": list(result.predicted_labels),
+        "cached": dict(j.cached) if j else {},
+    }
 
 
 def _report(label: str, summary: dict[str, Any]) -> None:
@@ -266,8 +302,10 @@ def _report(label: str, summary: dict[str, Any]) -> None:
     )
 
 
-def _write_logs(args: Any, tasks: list[str], source: str, summary: dict[str, Any], outcomes: Sequence[Any]) -> None:
-    """With --output_path: `<output_path>/emo_tasks_judge/<task>_<time>.jsonl` (one line per sample: answer,
+def _write_logs(
+    args: Any, tasks: list[str], source: str, summary: dict[str, Any], rows: Sequence[dict[str, Any]]
+) -> None:
+    """With --output_path: `<output_path>/emo_tasks_judge/<task>_<time>_judge.jsonl` (one line per sample: answer,
     steps, ratings, raw judge text, failure reason) and `..._summary.json`."""
     output_path = getattr(args, "output_path", None) if args is not None else None
     if not output_path:
@@ -275,34 +313,7 @@ def _write_logs(args: Any, tasks: list[str], source: str, summary: dict[str, Any
     from judges.audit import write_audit_jsonl
 
     folder = Path(output_path) / "emo_tasks_judge"
-    folder.mkdir(parents=True, exist_ok=True)
     name = ("sample_" if source == "sample" else "") + "+".join(spec_for(t).task for t in tasks)
     stamp = time.strftime("%Y%m%dT%H%M%S")
-    write_audit_jsonl(folder / f"{name}_{stamp}_judge.jsonl", (o.to_dict() for o in outcomes))
-    (folder / f"{name}_{stamp}_summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
-
-
-def _aggregation(name: str, doc: str) -> Any:
-    """An lmms-eval aggregation for one metric; all eight share one judge phase through `evaluate`'s memo.
-    (lmms-eval passes `args`, the CLI namespace, to aggregations that accept it: we read --output_path.)"""
-
-    def aggregate(items: Sequence[dict[str, Any]], args: Any = None) -> Any:
-        return evaluate(items, args)["metrics"][name]
-
-    aggregate.__name__ = aggregate.__qualname__ = f"agg_{name}"
-    aggregate.__doc__ = doc
-    return aggregate
-
-
-agg_rec_s = _aggregation("rec_s", "Rec-S: mean recognition x100 over scored samples.")
-agg_rea_s = _aggregation("rea_s", "Rea-S: mean reasoning x100 over scored samples (None offline).")
-agg_cot_s = _aggregation("cot_s", "CoT-S = alpha*Rec-S + (1-alpha)*Rea-S (None offline).")
-agg_rec_s_strict = _aggregation("rec_s_strict", "C/max(K, P) on ML-ER/FG-ER; equal to Rec-S elsewhere.")
-agg_avg_step = _aggregation("avg_step", "Mean number of rated steps over scored samples (None offline).")
-agg_avg_token = _aggregation("avg_token", "Mean answer length in o200k_base tokens over all samples.")
-agg_n_scored = _aggregation("n_scored", "Samples with a usable judgement (all samples offline).")
-agg_n_judge_failed = _aggregation(
-    "n_judge_failed", "Samples whose step agent, audio agent or judge failed after retries (counted, not scored)."
-)
-
-group_aggregate = scoring.group_aggregate
+    write_audit_jsonl(folder / f"{name}_{stamp}_judge.jsonl", rows)
+    atomic_write_text(folder / f"{name}_{stamp}_summary.json", json.dumps(summary, indent=2, ensure_ascii=False))

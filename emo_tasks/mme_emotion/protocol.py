@@ -23,15 +23,6 @@ PROTOCOL_FILE = Path(__file__).with_name("protocol.yml")  # not .yaml: lmms-eval
 JUDGE_PROTOCOLS = ("guarded", "official")
 DEFAULT_JUDGE_PROTOCOL = "guarded"
 
-#: The medium word of the model prompt, by lmms-eval model name (the paper: "audio" for audio-only models,
-#: "video frames" for image models fed several frames, "video" otherwise).
-AUDIO_ONLY_MODELS = ("qwen2_audio", "gpt4o_audio", "kimi_audio", "audio_flamingo_3", "aero", "whisper")
-FRAME_MODELS = (
-    "llava", "llava_hf", "llava_sglang", "idefics2", "phi3v", "fuyu", "instructblip", "mantis", "cogvlm2",
-    "qwen_vl", "llama_vision", "mistral3_vl", "gpt4v", "claude", "minicpm_v", "internvl", "internvl2", "glm4v",
-)  # fmt: skip
-MEDIA = ("video", "audio", "video frames")
-
 
 @dataclass(frozen=True)
 class TaskSpec:
@@ -89,16 +80,6 @@ def spec_for(key_or_task: str) -> TaskSpec:
         if spec.task == key_or_task:
             return spec
     raise KeyError(f"unknown MME-Emotion task {key_or_task!r}; known: {', '.join(specs)}")
-
-
-def medium_for_model(model_name: str | None) -> str:
-    """The paper's medium word for an lmms-eval model name (used when the YAML gives none for that model)."""
-    name = (model_name or "").lower()
-    if name in AUDIO_ONLY_MODELS:
-        return "audio"
-    if name in FRAME_MODELS:
-        return "video frames"
-    return "video"
 
 
 def model_prompt(spec: TaskSpec, label_set: list[str], medium: str = "video", template: str | None = None) -> str:

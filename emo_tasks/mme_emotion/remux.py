@@ -4,7 +4,7 @@ lmms-eval's simple Qwen2.5-VL class only treats paths ending in .mp4/.avi/.mov a
 other (MME-Emotion's IR and part of ER-Wild are .mkv), and its chat classes read .webm as audio.  So
 `doc_to_visual` gives such videos as a stream-copied .mp4 remux (no re-encoding unless the codecs cannot go into
 MP4), made once per file under the emo_tasks cache and reused.  The judge still reads the original file.
-`EMO_VIDEO_REMUX=0` hands over the original paths.
+`EMO_VIDEO_REMUX=0` hands over the original paths (the caller passes that switch and the cache folder in).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 
 from emo_tasks.common import DataError
+from judges.atomic import atomic_path
 
 #: Extensions every lmms-eval video model class accepts as a video.
 PORTABLE_EXTENSIONS = (".mp4", ".avi", ".mov")
@@ -22,22 +23,15 @@ _locks_guard = threading.Lock()
 _locks: dict[str, threading.Lock] = {}
 
 
-def remux_enabled() -> bool:
-    return os.environ.get("EMO_VIDEO_REMUX", "1").strip().lower() not in {"0", "false", "no", "off"}
-
-
-def remux_dir(cache_dir: Path | None = None) -> Path:
-    """`<EMO_CACHE_DIR>/remux`."""
-    if cache_dir is None:
-        from judges.config import default_cache_dir
-
-        cache_dir = default_cache_dir()
+def remux_dir(cache_dir: Path) -> Path:
+    """`<cache dir>/remux`."""
     return Path(cache_dir) / "remux"
 
 
-def model_ready_path(path: str, cache_dir: Path | None = None) -> str:
-    """`path` itself when its container is portable, else the cached .mp4 remux (made now if needed)."""
-    if Path(path).suffix.lower() in PORTABLE_EXTENSIONS or not remux_enabled():
+def model_ready_path(path: str, cache_dir: Path, enabled: bool = True) -> str:
+    """`path` itself when its container is portable (or remuxing is off: `enabled` False, EMO_VIDEO_REMUX=0),
+    else the cached .mp4 remux under `cache_dir` (made now if needed)."""
+    if Path(path).suffix.lower() in PORTABLE_EXTENSIONS or not enabled:
         return path
     st = os.stat(path)
     key = hashlib.sha256(f"{os.path.realpath(path)}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:16]
@@ -55,19 +49,14 @@ def model_ready_path(path: str, cache_dir: Path | None = None) -> str:
 def remux_to_mp4(src: Path, target: Path) -> None:
     """Copy the video and audio streams of `src` into an MP4 at `target` (atomically); re-encode to H.264/AAC only
     when a stream cannot be copied into MP4.  A DataError names the file when neither works."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp.mp4")
     try:
-        try:
-            _copy_streams(src, tmp)
-        except Exception:  # codec not allowed in MP4, or a container quirk: transcode instead
-            _transcode(src, tmp)
-        os.replace(tmp, target)
+        with atomic_path(target, ".mp4") as tmp:
+            try:
+                _copy_streams(src, tmp)
+            except Exception:  # codec not allowed in MP4, or a container quirk: transcode instead
+                _transcode(src, tmp)
     except Exception as exc:
         raise DataError(f"cannot convert video {src} to MP4 for the model: {type(exc).__name__}: {exc}") from exc
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def _copy_streams(src: Path, dst: Path) -> None:

@@ -9,13 +9,12 @@ say nothing about a model.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.common import atomic_write_text, sample_dir
+from emo_tasks.common import sample_dir
+from judges.atomic import atomic_path, atomic_write_text
 
 from .protocol import task_specs
 
@@ -43,13 +42,10 @@ def write_clip(
 
     path = Path(path)
     vcodec, acodec = _CODECS.get(path.suffix.lower(), ("libx264", "aac"))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=".clip-", suffix=path.suffix, dir=path.parent)
-    os.close(fd)
     width, height = size
     n_frames = int(round(seconds * fps))
-    try:
-        with av.open(tmp_name, "w") as container:
+    with atomic_path(path, path.suffix) as tmp:
+        with av.open(str(tmp), "w") as container:
             vstream = container.add_stream(vcodec, rate=fps)
             vstream.width, vstream.height, vstream.pix_fmt = width, height, "yuv420p"
             if vcodec == "libx264":
@@ -88,10 +84,6 @@ def write_clip(
                         container.mux(packet)
                 for packet in astream.encode():
                     container.mux(packet)
-        os.replace(tmp_name, path)
-    finally:
-        if os.path.exists(tmp_name):
-            os.unlink(tmp_name)
     return path
 
 
@@ -101,8 +93,8 @@ def sample_rows() -> dict[str, list[dict[str, Any]]]:
         return json.load(fh)
 
 
-def sample_root(cache_dir: Path | None = None) -> Path:
-    """The sample in the official layout, generated on first use under the emo_tasks cache (EMO_CACHE_DIR)."""
+def sample_root(cache_dir: Path) -> Path:
+    """The sample in the official layout, generated on first use under `cache_dir` (the emo_tasks cache)."""
     root = sample_dir(f"mme_emotion-{SAMPLE_VERSION}", cache_dir)
     marker = root / ".complete"
     if marker.is_file():
@@ -122,7 +114,7 @@ def sample_root(cache_dir: Path | None = None) -> Path:
             target = root / r["video_id"]
             if not target.is_file():
                 write_clip(target, seed=seed)
-    marker.write_text(f"mme_emotion sample {SAMPLE_VERSION}\n")
+    atomic_write_text(marker, f"mme_emotion sample {SAMPLE_VERSION}\n")
     return root
 
 

@@ -1,16 +1,27 @@
-"""MME-Emotion scoring: the official metric script's formulas as small pure functions.
+"""MME-Emotion scoring: the official metric script's formulas as small pure functions, and the metric table.
 
-No I/O, no globals.  Each function states its edge cases; `tests/test_mme_scoring.py` pins them with hand-computed
-cases and the official script's own behaviour (`eval_cot/*/metrics/cal_metrics.py`).
+No I/O, no environment, no network: `score_sample` turns one judgement (or, offline, one answer) into per-sample
+numbers, `task_metrics` turns a task's samples into every metric of `TABLE`, and `TABLE` is the one list of the
+metrics (names, directions, headline flags, per-sample values over a judge-log row) that the task YAMLs, the
+aggregation functions and the report are checked against or derived from.  Each function states its edge cases;
+`tests/test_mme_scoring.py` pins them with hand-computed cases and the official script's own behaviour
+(`eval_cot/*/metrics/cal_metrics.py`).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from emo_tasks.metrics import Metric, MetricTable
+
+if TYPE_CHECKING:
+    from .judge import Judgement
+    from .protocol import TaskSpec
+    from .settings import MMESettings
 
 DEFAULT_ALPHA = 0.5
 
@@ -43,9 +54,9 @@ def reasoning(values: Sequence[float]) -> float:
     return float(sum(rest) / len(rest))
 
 
-def score_sample(values: Sequence[float]) -> SampleScore | None:
-    """Rec, Rea and the step count of one sample; None when there are no ratings (official: the sample is left
-    out of every average — we count it as a judge failure instead of losing it)."""
+def score_ratings(values: Sequence[float]) -> SampleScore | None:
+    """Rec, Rea and the step count of one sample's rating values; None when there are no ratings (official: the
+    sample is left out of every average — we count it as a judge failure instead of losing it)."""
     if not values:
         return None
     return SampleScore(recognition(values), reasoning(values), len(values))
@@ -255,3 +266,181 @@ def strict_recognition(correct: float, n_gold: int, n_predicted: int) -> float:
     if n_gold <= 0:
         return 0.0
     return float(correct) / max(n_gold, n_predicted if n_predicted > 0 else n_gold)
+
+
+# ------------------------------------------------------------------------------------------- one sample, one task
+def rating_value(numerator: int, denominator: int) -> float:
+    """num/den; a zero denominator gives 0 (official rule, as `parsers.Rating.value`)."""
+    return 0.0 if denominator == 0 else numerator / denominator
+
+
+@dataclass(frozen=True)
+class SampleResult:
+    """The per-sample numbers of one answer.  `status`: scored | judge_failed | offline.  `label` is the row's
+    ground-truth string (the per-category key)."""
+
+    label: str
+    status: str
+    recognition: float | None = None
+    reasoning: float | None = None
+    n_steps: int | None = None
+    strict_recognition: float | None = None
+    predicted_labels: tuple[str, ...] = ()
+
+    @property
+    def score(self) -> SampleScore | None:
+        """What `aggregate` averages: the scored samples only."""
+        if self.status != "scored" or self.recognition is None:
+            return None
+        return SampleScore(self.recognition, self.reasoning or 0.0, self.n_steps or 0)
+
+
+def score_sample(spec: TaskSpec, item: Mapping[str, Any], judgement: Judgement | None = None) -> SampleResult:
+    """One sample's numbers.  `item`: the doc plus the model's `answer` (label, labels, label_set, answer).
+
+    With a judgement (api mode): a failed judgement is `judge_failed` with no numbers; otherwise recognition,
+    reasoning and the step count come from its ratings (`score_ratings`), the predicted labels are the candidate
+    labels named in the last step, and the strict recognition is C/max(K, P) from the last rating (fraction
+    tasks: ML-ER, FG-ER) or the recognition itself.  Without one (offline): recognition by label matching on the
+    answer (`offline_recognition`), strict C/max(K, P) on multi-label tasks.
+    """
+    label = item["label"]
+    if judgement is None:
+        match = offline_recognition(item["answer"], item["label_set"], item["labels"], spec.multi_label)
+        strict = (
+            strict_recognition(match.correct, match.n_gold, len(match.predicted)) if spec.multi_label else match.value
+        )
+        return SampleResult(label, "offline", match.value, None, None, strict, tuple(match.predicted))
+    if judgement.failed_stage is not None:
+        return SampleResult(label, "judge_failed")
+    score = score_ratings([rating_value(n, d) for n, d in judgement.ratings])
+    if score is None:
+        raise ValueError(f"{judgement.task}:{judgement.row}: a judgement without a failure must hold ratings")
+    last_step = judgement.steps[-1] if judgement.steps else (judgement.step_text or "")
+    predicted = find_labels(last_step, item["label_set"])
+    if spec.last_step_rule == "fraction":
+        num, den = judgement.ratings[-1]
+        strict = strict_recognition(num, den, len(predicted))
+    else:
+        strict = score.recognition
+    return SampleResult(label, "scored", score.recognition, score.reasoning, score.steps, strict, tuple(predicted))
+
+
+def task_metrics(
+    samples: Sequence[SampleResult], settings: MMESettings, token_counts: Sequence[int] | None = None
+) -> dict[str, Any]:
+    """Every metric of `TABLE` for one task's samples (alpha and the judge mode from `settings`).
+
+    Scores are MicroMeans and counts Counts, so that `group_aggregate` pools a group exactly; None means "not
+    available" (offline: Rea-S, CoT-S, Avg Step; Avg Token when `token_counts` is None, e.g. no tokenizer).
+    Offline, every sample counts as scored.
+    """
+    avg_token = None if token_counts is None else micro_mean(token_counts)
+    if settings.judge_mode == "offline":
+        return {
+            "rec_s": micro_mean((s.recognition for s in samples), 100.0),
+            "rea_s": None,
+            "cot_s": None,
+            "rec_s_strict": micro_mean((s.strict_recognition for s in samples), 100.0),
+            "avg_step": None,
+            "avg_token": avg_token,
+            "n_scored": Count(len(samples)),
+            "n_judge_failed": Count(0),
+        }
+    agg = aggregate([s.score for s in samples if s.score is not None], settings.alpha)
+    strict = micro_mean(
+        (s.strict_recognition for s in samples if s.status == "scored" and s.strict_recognition is not None), 100.0
+    )
+    return {
+        "rec_s": agg.rec_s,
+        "rea_s": agg.rea_s,
+        "cot_s": agg.cot_s,
+        "rec_s_strict": strict,
+        "avg_step": agg.avg_step,
+        "avg_token": avg_token,
+        "n_scored": Count(agg.n_scored),
+        "n_judge_failed": Count(sum(1 for s in samples if s.status == "judge_failed")),
+    }
+
+
+def category_breakdown(samples: Sequence[SampleResult], settings: MMESettings) -> dict[str, dict[str, Any]]:
+    """The per-category numbers of the judge summary (`per_category` over the scored samples); {} offline."""
+    if settings.judge_mode == "offline":
+        return {}
+    return per_category([(s.label, s.score) for s in samples if s.score is not None], settings.alpha)
+
+
+def failure_counts(failures: Iterable[tuple[str | None, str | None]]) -> dict[str, int]:
+    """{"<stage>:<reason>": count} over the (failed stage, reason) of the failed samples."""
+    counts: dict[str, int] = {}
+    for stage, reason in failures:
+        k = f"{stage}:{reason}"
+        counts[k] = counts.get(k, 0) + 1
+    return counts
+
+
+# ------------------------------------------------------------------------------------------------ metric table
+# Per-sample values over one judge-log row (`emo_tasks_judge/*_judge.jsonl`).  `results.read_samples` adds
+# `alpha` (from the run's summary) and `answer_tokens` (o200k_base count of the answer) to each row.
+def _rated(row: Mapping[str, Any]) -> bool:
+    return row.get("status") in ("scored", "offline") and row.get("recognition") is not None
+
+
+def _scored(row: Mapping[str, Any]) -> bool:
+    return row.get("status") == "scored" and row.get("recognition") is not None
+
+
+def _rec_s(row: Mapping[str, Any]) -> float | None:
+    return 100.0 * row["recognition"] if _rated(row) else None
+
+
+def _rea_s(row: Mapping[str, Any]) -> float | None:
+    return 100.0 * (row.get("reasoning") or 0.0) if _scored(row) else None
+
+
+def _cot_s(row: Mapping[str, Any]) -> float | None:
+    if not _scored(row):
+        return None
+    alpha = row.get("alpha", DEFAULT_ALPHA)
+    return alpha * (100.0 * row["recognition"]) + (1 - alpha) * (100.0 * (row.get("reasoning") or 0.0))
+
+
+def _rec_s_strict(row: Mapping[str, Any]) -> float | None:
+    if not _rated(row) or row.get("strict_recognition") is None:
+        return None
+    return 100.0 * row["strict_recognition"]
+
+
+def _avg_step(row: Mapping[str, Any]) -> float | None:
+    return float(row.get("n_steps") or 0) if _scored(row) else None
+
+
+def _avg_token(row: Mapping[str, Any]) -> float | None:
+    tokens = row.get("answer_tokens")
+    return None if tokens is None else float(tokens)
+
+
+_OFFLINE = "offline judge mode: no reasoning score"
+
+TABLE = MetricTable(
+    "mme",
+    "MME-Emotion",
+    (
+        Metric("rec_s", "Rec-S: mean recognition x100 over scored samples.", headline=True, title="Rec-S",
+               per_sample=_rec_s, outcome=True, plot=True),
+        Metric("rea_s", "Rea-S: mean reasoning x100 over scored samples (None offline).", headline=True,
+               title="Rea-S", per_sample=_rea_s, outcome=True, plot=True, null_reason=_OFFLINE),
+        Metric("cot_s", "CoT-S = alpha*Rec-S + (1-alpha)*Rea-S (None offline).", headline=True, title="CoT-S",
+               per_sample=_cot_s, outcome=True, plot=True, null_reason=_OFFLINE),
+        Metric("rec_s_strict", "C/max(K, P) on ML-ER/FG-ER; equal to Rec-S elsewhere.", per_sample=_rec_s_strict,
+               outcome=True, table=False),
+        Metric("avg_step", "Mean number of rated steps over scored samples (None offline).", title="Avg Step",
+               per_sample=_avg_step, null_reason=_OFFLINE),
+        Metric("avg_token", "Mean answer length in o200k_base tokens over all samples.", higher_is_better=False,
+               title="Avg Token", per_sample=_avg_token),
+        Metric("n_scored", "Samples with a usable judgement (all samples offline)."),
+        Metric("n_judge_failed",
+               "Samples whose step agent, audio agent or judge failed after retries (counted, not scored).",
+               higher_is_better=False),
+    ),
+)  # fmt: skip

@@ -6,7 +6,8 @@ import json
 import os
 import threading
 
-from judges import JudgeRequest, parse_scores, run_batch, score_validator, user_message
+from emo_tasks.mme_emotion.parsers import parse_scores, score_validator
+from judges import JudgeRequest, run_batch, user_message
 from judges.lmms_eval_hooks import mean_skip_none, register
 
 register()  # provider + aggregation, as our benchmark tasks do

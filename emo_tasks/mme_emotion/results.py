@@ -1,0 +1,107 @@
+"""MME-Emotion as the generic report sees it: its metric table, task and group names, and how to read one task's
+per-sample values back from an lmms-eval output folder.
+
+Per-sample values (key: (task, row)) come from our judge logs, `<output_path>/emo_tasks_judge/
+[sample_]<task>_<stamp>_judge.jsonl` (the newest log naming the task wins), through `scoring.TABLE`'s per-sample
+functions: rec_s = 100*recognition (status scored or offline), rea_s = 100*reasoning (scored), cot_s = alpha*rec +
+(1-alpha)*rea (scored; alpha from the log's `_summary.json`), rec_s_strict = 100*strict_recognition, avg_step =
+n_steps (scored), avg_token = o200k tokens of the answer.  A group (`mme_emotion_all` / `mme_emotion_sample`)
+pools its tasks' samples.  Files in, values out: no network.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from emo_tasks.benchmarks import Benchmark, SampleValues
+
+from .protocol import spec_for, task_specs
+from .scoring import DEFAULT_ALPHA, TABLE
+
+GROUPS = ("mme_emotion_all", "mme_emotion_sample")
+_SAMPLE = {s.task.replace("mme_emotion_", "mme_emotion_sample_", 1): s.key for s in task_specs().values()}
+#: Leaf task -> the report's column title: the official task key ("ER-Lab"), for the benchmark and the sample.
+TITLES = {**{s.task: s.key for s in task_specs().values()}, **_SAMPLE}
+TASKS = tuple(TITLES)  # the 8 benchmark tasks in the paper's order, then their 8 sample twins
+
+_JUDGE_FILE = re.compile(r"^(?P<sample>sample_)?(?P<tasks>mme_emotion_.+?)_(?P<stamp>\d{8}T\d{6})_judge\.jsonl$")
+
+
+def judge_logs(run_dir: Path) -> dict[str, Path]:
+    """Leaf task name -> the newest judge log that covers it, in `<run_dir>/emo_tasks_judge/`."""
+    folder = Path(run_dir) / "emo_tasks_judge"
+    logs = sorted(folder.glob("*_judge.jsonl")) if folder.is_dir() else []
+    newest: dict[str, Path] = {}
+    for log in logs:
+        m = _JUDGE_FILE.match(log.name)
+        if not m:
+            continue
+        for t in m.group("tasks").split("+"):
+            name = t.replace("mme_emotion_", "mme_emotion_sample_", 1) if m.group("sample") else t
+            if name not in newest or log.name > newest[name].name:
+                newest[name] = log
+    return newest
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if line:
+                rows.append(json.loads(line))
+    return rows
+
+
+def read_samples(run_dir: Path, results_file: Path, task: str, config: dict[str, Any]) -> SampleValues:
+    """One leaf task's per-sample values, its judge summary and notes (a missing or unreadable file is a note)."""
+    out = SampleValues()
+    log = judge_logs(run_dir).get(task)
+    if log is None:
+        out.notes.append(
+            f"{task}: no MME-Emotion judge log (emo_tasks_judge/*{task.replace('_sample', '')}*_judge.jsonl), "
+            "so no confidence intervals; rerun lmms-eval with --output_path DIR (the judge writes it there)"
+        )
+        return out
+    summary_file = log.with_name(log.name[: -len("_judge.jsonl")] + "_summary.json")
+    summary: dict[str, Any] = {}
+    if summary_file.exists():
+        try:
+            summary = json.loads(summary_file.read_text(encoding="utf-8"))
+        except ValueError:
+            out.notes.append(f"{task}: {summary_file.name} is not valid JSON")
+    out.summary = summary
+    try:
+        rows = _read_jsonl(log)
+    except (OSError, ValueError) as exc:
+        out.notes.append(f"{task}: could not read {log.name} ({exc}); no CIs")
+        return out
+    base = task.replace("mme_emotion_sample_", "mme_emotion_", 1)
+    mine = [r for r in rows if spec_for(r["task"]).task == base]
+    alpha = float(summary.get("alpha", DEFAULT_ALPHA))
+    units = [{**r, "alpha": alpha} for r in mine]
+    try:
+        from emo_tasks.tokens import count_tokens
+
+        counts = count_tokens([r.get("answer") or "" for r in mine])
+        for unit, n in zip(units, counts, strict=True):
+            unit["answer_tokens"] = n
+    except Exception as exc:  # noqa: BLE001 - a missing tokenizer must not stop the report
+        out.notes.append(f"{task}: avg_token per sample not available ({exc})")
+    out.values = TABLE.per_sample_values({(task, int(u["row"])): u for u in units})
+    return out
+
+
+BENCHMARK = Benchmark(
+    key="mme",
+    title="MME-Emotion",
+    table=TABLE,
+    tasks=TASKS,
+    groups=GROUPS,
+    read_samples=read_samples,
+    titles=TITLES,
+    plot_ylabel="score (0-100)",
+)
