@@ -169,7 +169,7 @@ def samples_for(run: Run, task: str) -> dict[str, dict[Any, float]]:
     if bench is None or task not in bench.groups:
         return run.samples.get(task, {})
     pooled: dict[str, dict[Any, float]] = {}
-    for sub in run.subtasks(task):
+    for sub in sorted(run.subtasks(task)):  # sorted: the seeded bootstrap draws depend on the order
         for m, vals in run.samples.get(sub, {}).items():
             pooled.setdefault(m, {}).update(vals)
     return pooled

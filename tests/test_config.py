@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from judges import EndpointConfig, JudgeConfigError, model_for_role
 from emo_tasks.settings import cache_dir
+from judges import EndpointConfig, JudgeConfigError, model_for_role
 
 
 def test_openai_base_url_and_lmms_eval_alias() -> None:
