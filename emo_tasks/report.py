@@ -47,6 +47,7 @@ from typing import Any
 
 from emo_tasks.benchmarks import Benchmark, all_benchmarks, benchmark_of
 from emo_tasks.metrics import Metric
+from emo_tasks.stats import PairedResult
 
 SCHEMA = "emo-tasks/leaderboard/1"
 #: Task-config fields that change what the model is asked (a difference means the prompts differ).
@@ -474,19 +475,15 @@ def plot(runs: Sequence[Run], path: str | Path, resamples: int = 1000, seed: int
 
 
 # ------------------------------------------------------------------------------------------------ compare
-@dataclass
-class Comparison:
-    task: str
-    metric: str
-    base: float | None
-    new: float | None
-    delta: float
-    low: float
-    high: float
-    p_value: float
-    n: int
-    method: str
-    drop: float  # in the metric's units, positive = worse (orientation applied)
+@dataclass(frozen=True)
+class Comparison(PairedResult):
+    """A paired test's result (delta, CI, p-value, n, method) for one task's metric, with both runs' values."""
+
+    task: str = ""
+    metric: str = ""
+    base: float | None = None
+    new: float | None = None
+    drop: float = 0.0  # in the metric's units, positive = worse (orientation applied)
 
 
 def mismatches(base: Run, new: Run) -> list[str]:
@@ -584,15 +581,6 @@ def compare_metric(
         delta, low, high = r.delta, r.low, r.high
     drop = delta if spec is not None and not spec.higher_is_better else -delta
     return Comparison(
-        task,
-        metric,
-        base.value(task, metric),
-        new.value(task, metric),
-        delta,
-        low,
-        high,
-        r.p_value,
-        r.n,
-        r.method,
-        drop,
-    )
+        delta=delta, low=low, high=high, p_value=r.p_value, n=r.n, method=r.method,
+        task=task, metric=metric, base=base.value(task, metric), new=new.value(task, metric), drop=drop,
+    )  # fmt: skip

@@ -120,7 +120,7 @@ def test_settings_resolve_the_data_once_and_are_hashable(tmp_path: Path) -> None
     assert hash(by_root) == hash(MVEISettings.from_env({**cache, "EMO_DATA_ROOT": str(tmp_path / "root")}))
     # the sample reads none of the data variables, so a bad one cannot stop it
     sample = MVEISettings.from_env({**cache, "EMO_MVEI_FILE": "/no/such/file"}, "sample")
-    assert (sample.data.file, sample.data.hub_id, sample.cache_dir) == (None, None, tmp_path / "cache")
+    assert (sample.data.file, sample.data.hub_id, sample.common.cache_dir) == (None, None, tmp_path / "cache")
     path = data_file(sample)
     assert path == tmp_path / "cache" / "samples" / "mvei-v1" / "mvei.json" and len(load_docs(path)) == len(PAIRS)
 

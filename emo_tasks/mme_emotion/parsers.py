@@ -15,8 +15,10 @@ our result type says which of the two happened so callers can count them.  `leni
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from judges.request import Validator
 
@@ -115,32 +117,32 @@ def parse_steps(text: str | None) -> StepParse:
     return StepParse(ParseStatus.PARSED, steps, block=block)
 
 
+def _validator(parse: Callable[[str], Any], tag: str, malformed: str, check: Callable[[Any], str | None]) -> Validator:
+    """A `JudgeRequest.validate` that rejects an answer without a parsable `<tag>` block, then applies `check`."""
+
+    def validate(text: str) -> str | None:
+        parsed = parse(text)
+        if parsed.status is ParseStatus.NO_BLOCK:
+            return f"no <{tag}> block"
+        if parsed.status is ParseStatus.MALFORMED:
+            return malformed
+        return check(parsed)
+
+    return validate
+
+
 def score_validator(expected_ratings: int | None = None) -> Validator:
     """A `JudgeRequest.validate` that accepts an answer only if its `<score>` block parses (officially) and,
     when `expected_ratings` is given, holds exactly that many ratings (the judge must rate every step)."""
 
-    def validate(text: str) -> str | None:
-        parsed = parse_scores(text)
-        if parsed.status is ParseStatus.NO_BLOCK:
-            return "no <score> block"
-        if parsed.status is ParseStatus.MALFORMED:
-            return "<score> block without ratings"
+    def count(parsed: ScoreParse) -> str | None:
         if expected_ratings is not None and len(parsed.ratings) != expected_ratings:
             return f"{len(parsed.ratings)} ratings for {expected_ratings} steps"
         return None
 
-    return validate
+    return _validator(parse_scores, "score", "<score> block without ratings", count)
 
 
 def step_validator() -> Validator:
     """A `JudgeRequest.validate` for the step agent: the answer must hold a `<step>` block with steps."""
-
-    def validate(text: str) -> str | None:
-        parsed = parse_steps(text)
-        if parsed.status is ParseStatus.NO_BLOCK:
-            return "no <step> block"
-        if parsed.status is ParseStatus.MALFORMED:
-            return "<step> block without 'Step N:' markers"
-        return None
-
-    return validate
+    return _validator(parse_steps, "step", "<step> block without 'Step N:' markers", lambda parsed: None)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from emo_tasks.benchmarks import Benchmark, SampleValues
+from emo_tasks.datafiles import read_jsonl_rows
 
 from .protocol import spec_for, task_specs
 from .scoring import DEFAULT_ALPHA, TABLE
@@ -46,16 +47,6 @@ def judge_logs(run_dir: Path) -> dict[str, Path]:
     return newest
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            line = line.strip()
-            if line:
-                rows.append(json.loads(line))
-    return rows
-
-
 def read_samples(run_dir: Path, results_file: Path, task: str, config: dict[str, Any]) -> SampleValues:
     """One leaf task's per-sample values, its judge summary and notes (a missing or unreadable file is a note)."""
     out = SampleValues()
@@ -75,7 +66,7 @@ def read_samples(run_dir: Path, results_file: Path, task: str, config: dict[str,
             out.notes.append(f"{task}: {summary_file.name} is not valid JSON")
     out.summary = summary
     try:
-        rows = _read_jsonl(log)
+        rows = read_jsonl_rows(log)
     except (OSError, ValueError) as exc:
         out.notes.append(f"{task}: could not read {log.name} ({exc}); no CIs")
         return out

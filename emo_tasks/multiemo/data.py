@@ -42,7 +42,7 @@ def data_file(settings: MultiEmoSettings) -> Path:
     """The data file to load: the bundled sample (generated on first use) for the sample source, else the local
     file the settings name (--data, EMO_MULTIEMO_FILE or EMO_DATA_ROOT/multiemo), else the Hub dataset's."""
     if settings.source == "sample":
-        return sample_file(settings.cache_dir)
+        return sample_file(settings.common.cache_dir)
     if settings.data.file is not None:
         return settings.data.file
     if settings.data.hub_id:

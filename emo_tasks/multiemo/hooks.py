@@ -35,11 +35,6 @@ class Loaded:
 _loaded: LoadedSources[Loaded] = LoadedSources()
 
 
-def protocol() -> dict[str, Any]:
-    """The prompt template (protocol.yml), parsed once."""
-    return load_yaml(str(PROTOCOL_FILE))
-
-
 def process_docs(dataset: Any) -> Any:
     """Replace the placeholder row (`dataset_name: multiemo/<benchmark|sample>`) with 8 docs per image.
 
@@ -67,7 +62,7 @@ def doc_to_visual(doc: dict[str, Any]) -> list[Any]:
 def doc_to_text(doc: dict[str, Any], lmms_eval_specific_kwargs: dict[str, Any] | None = None) -> str:
     """The per-emotion question. kwargs: `prompt` (a template with {emotion}), `pre_prompt`, `post_prompt`."""
     kw = dict(lmms_eval_specific_kwargs or {})
-    text = (kw.get("prompt") or protocol()["template"]).format(emotion=doc["emotion"])
+    text = (kw.get("prompt") or load_yaml(str(PROTOCOL_FILE))["template"]).format(emotion=doc["emotion"])
     return f"{kw.get('pre_prompt', '')}{text}{kw.get('post_prompt', '')}"
 
 

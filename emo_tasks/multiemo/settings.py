@@ -43,10 +43,6 @@ class MultiEmoSettings:
     #: EMO_MULTIEMO_HUB_ID; empty for the sample, and when nothing is configured
     data: DataLocation = DataLocation()
 
-    @property
-    def cache_dir(self) -> Path:
-        return self.common.cache_dir
-
     @classmethod
     def from_env(
         cls, env: Mapping[str, str], source: str = "benchmark", *, data_file: Path | None = None

@@ -28,7 +28,7 @@ def data_file(settings: MVEISettings) -> Path:
     """The MVEI data file to load: the bundled sample (generated on first use) for the sample source, else the
     local file the settings name (EMO_MVEI_FILE or EMO_DATA_ROOT/mvei), else the Hub dataset's."""
     if settings.source == "sample":
-        return sample_file(settings.cache_dir)
+        return sample_file(settings.common.cache_dir)
     if settings.data.file is not None:
         return settings.data.file
     return _hub_file(settings.data.hub_id or HUB_ID)

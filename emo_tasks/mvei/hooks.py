@@ -25,11 +25,6 @@ PROTOCOL_FILE = Path(__file__).with_name("protocol.yml")
 _loaded: LoadedSources[MVEISettings] = LoadedSources()
 
 
-def protocol() -> dict[str, Any]:
-    """The prompt template (protocol.yml), parsed once."""
-    return load_yaml(str(PROTOCOL_FILE))
-
-
 def process_docs(dataset: Any) -> Any:
     """Replace lmms-eval's placeholder row (`dataset_name: mvei/<benchmark|sample>`) with the validated pairs.
 
@@ -52,7 +47,7 @@ def doc_to_text(doc: dict[str, Any], lmms_eval_specific_kwargs: dict[str, Any] |
     """The published ESJ instruction, then the statement.  kwargs: `prompt` (a template with {instruction} and
     {statement}), `pre_prompt`, `post_prompt`."""
     kw = dict(lmms_eval_specific_kwargs or {})
-    proto = protocol()
+    proto = load_yaml(str(PROTOCOL_FILE))
     text = (kw.get("prompt") or proto["template"]).format(instruction=proto["instruction"], statement=doc["statement"])
     return f"{kw.get('pre_prompt', '')}{text}{kw.get('post_prompt', '')}"
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from emo_tasks.datafiles import SOURCES, DataLocation
 from emo_tasks.settings import CommonSettings
@@ -34,10 +33,6 @@ class MVEISettings:
     common: CommonSettings
     #: EMO_MVEI_FILE or the file under EMO_DATA_ROOT/mvei, else the Hub dataset; empty for the sample
     data: DataLocation = DataLocation()
-
-    @property
-    def cache_dir(self) -> Path:
-        return self.common.cache_dir
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], source: str = "benchmark") -> MVEISettings:
