@@ -52,6 +52,11 @@ class Benchmark:
     #: benchmark with groups gets one table per metric with its tasks as columns, one without gets one table.
     titles: dict[str, str] = field(default_factory=dict)
     plot_ylabel: str = ""
+    #: The module with the lmms-eval hooks the judge stage reuses: load_task(dataset_name, env) -> docs,
+    #: doc_to_text, doc_to_target, process_results, evaluate(records, args) (see emo_tasks/stage.py).
+    hooks: str = ""
+    #: How a group pools its subtasks' values (lmms-eval's group aggregation for this benchmark).
+    group_aggregate: Callable[..., Any] | None = None
 
     def owns(self, task: str) -> bool:
         return task in self.tasks or task in self.groups

@@ -40,6 +40,7 @@ class CachedAnswer:
     text: str
     prompt_tokens: int
     completion_tokens: int
+    api_model: str | None = None
 
 
 class JudgeCache:
@@ -61,6 +62,9 @@ class JudgeCache:
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute("PRAGMA busy_timeout=60000")
             self._conn.execute(_SCHEMA)
+            columns = {row[1] for row in self._conn.execute("PRAGMA table_info(answers)")}
+            if "api_model" not in columns:  # files written before the column existed
+                self._conn.execute("ALTER TABLE answers ADD COLUMN api_model TEXT")
 
     def get_many(self, keys: Iterable[str]) -> dict[str, CachedAnswer]:
         keys = list(dict.fromkeys(keys))
@@ -70,7 +74,8 @@ class JudgeCache:
                 chunk = keys[start : start + 500]
                 marks = ",".join("?" * len(chunk))
                 rows = self._conn.execute(
-                    f"SELECT key, model, text, prompt_tokens, completion_tokens FROM answers WHERE key IN ({marks})",
+                    "SELECT key, model, text, prompt_tokens, completion_tokens, api_model FROM answers "
+                    f"WHERE key IN ({marks})",
                     chunk,
                 ).fetchall()
                 for row in rows:
@@ -88,14 +93,15 @@ class JudgeCache:
         prompt_tokens: int = 0,
         completion_tokens: int = 0,
         summary: dict[str, Any] | None = None,
+        api_model: str | None = None,
     ) -> None:
         """Store one validated answer, committed at once (its own transaction)."""
         blob = json.dumps(summary, ensure_ascii=False, default=str) if summary is not None else None
         with self._lock:
             self._conn.execute(
-                "INSERT OR REPLACE INTO answers (key, model, text, prompt_tokens, completion_tokens, created, summary)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (key, model, text, int(prompt_tokens), int(completion_tokens), time.time(), blob),
+                "INSERT OR REPLACE INTO answers (key, model, text, prompt_tokens, completion_tokens, created, summary,"
+                " api_model) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (key, model, text, int(prompt_tokens), int(completion_tokens), time.time(), blob, api_model),
             )
 
     def keys(self) -> set[str]:

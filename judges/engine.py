@@ -92,7 +92,7 @@ def classify_error(exc: BaseException) -> tuple[str, bool, float | None]:
     return "client_error", False, None
 
 
-def _extract_answer(resp: Any) -> tuple[str, int, int]:
+def _extract_answer(resp: Any) -> tuple[str, int, int, str | None]:
     if isinstance(resp, str | bytes) or resp is None:
         raise _MalformedResponse(f"response is not a chat completion ({type(resp).__name__})")
     choices = getattr(resp, "choices", None)
@@ -107,7 +107,8 @@ def _extract_answer(resp: Any) -> tuple[str, int, int]:
     usage = getattr(resp, "usage", None)
     prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
     completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-    return str(content), prompt_tokens, completion_tokens
+    api_model = getattr(resp, "model", None)
+    return str(content), prompt_tokens, completion_tokens, str(api_model) if api_model else None
 
 
 class JudgeEngine:
@@ -244,6 +245,7 @@ class JudgeEngine:
                     cached=True,
                     prompt_tokens=hit.prompt_tokens if n == 0 else 0,
                     completion_tokens=hit.completion_tokens if n == 0 else 0,
+                    api_model=hit.api_model,
                 )
         stats.cache_hits = sum(len(by_key[k]) for k in hits)
         misses = [k for k in by_key if k not in hits]
@@ -279,9 +281,36 @@ class JudgeEngine:
             if not r.cached:
                 stats.prompt_tokens += r.prompt_tokens
                 stats.completion_tokens += r.completion_tokens
+            if r.ok and r.api_model:
+                stats.api_models[r.api_model] = stats.api_models.get(r.api_model, 0) + 1
         stats.wall_time_s = time.perf_counter() - started
         logger.info("judge batch '%s': %s", desc, stats.summary_line())
         return BatchResult(results=final, stats=stats)
+
+    def lookup(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult | None]:
+        """What a `run()` would take from the cache, sending nothing: the cached result per request, else None
+        (for dry runs and cost estimates).  Needs no endpoint or key."""
+        keys = [req.cache_key() for req in requests]
+        cache = self.cache
+        hits = cache.get_many(keys) if cache is not None else {}
+        out: list[JudgeResult | None] = []
+        for key in keys:
+            hit = hits.get(key)
+            out.append(
+                None
+                if hit is None
+                else JudgeResult(
+                    ok=True,
+                    text=hit.text,
+                    key=key,
+                    model=hit.model,
+                    cached=True,
+                    prompt_tokens=hit.prompt_tokens,
+                    completion_tokens=hit.completion_tokens,
+                    api_model=hit.api_model,
+                )  # fmt: skip
+            )
+        return out
 
     async def arun(
         self, requests: Sequence[JudgeRequest], *, desc: str = "judge", progress: bool | None = None
@@ -324,6 +353,7 @@ class JudgeEngine:
             tries = 0
             invalid_left = ep.invalid_retries
             prompt_tokens = completion_tokens = 0
+            api_model: str | None = None
             started = time.perf_counter()
 
             def finish(ok: bool, text: str | None, error: str | None = None, detail: str | None = None) -> JudgeResult:
@@ -336,6 +366,7 @@ class JudgeEngine:
                     prompt_tokens=prompt_tokens,
                     completion_tokens=completion_tokens,
                     latency_s=time.perf_counter() - started,
+                    api_model=api_model,
                     **base,
                 )
 
@@ -344,7 +375,7 @@ class JudgeEngine:
                 stats.calls += 1
                 try:
                     resp = await client.chat.completions.create(model=model, messages=messages, **params)
-                    text, p_tok, c_tok = _extract_answer(resp)
+                    text, p_tok, c_tok, api_model = _extract_answer(resp)
                     prompt_tokens += p_tok
                     completion_tokens += c_tok
                     reason = req.validate(text) if req.validate is not None else None
@@ -356,7 +387,9 @@ class JudgeEngine:
                         # the raw answer is kept for the audit log, but never cached
                         return finish(False, text, "invalid_answer", reason[:_DETAIL_CHARS])
                     if self._cache is not None:
-                        await asyncio.to_thread(self._cache.put, key, model, text, p_tok, c_tok, req.summary())
+                        await asyncio.to_thread(
+                            self._cache.put, key, model, text, p_tok, c_tok, req.summary(), api_model
+                        )
                     return finish(True, text)
                 except asyncio.CancelledError:
                     raise

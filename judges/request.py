@@ -133,6 +133,8 @@ class JudgeResult:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
+    #: the model id the API named in its response (may differ from `model`, e.g. a dated snapshot or a served path)
+    api_model: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -153,6 +155,8 @@ class BatchStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     wall_time_s: float = 0.0
+    #: model ids the API reported for the answers of this batch (cached ones included), with their counts
+    api_models: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
