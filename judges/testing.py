@@ -42,6 +42,8 @@ class Reply:
     sleep_s: float = 0.0
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    #: the model id the response names (default: the requested model), like a server that serves a dated snapshot
+    model: str | None = None
 
 
 Responder = Callable[[dict[str, Any], int], Reply | str]
@@ -260,7 +262,7 @@ def _make_handler(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
                 completion_tokens = reply.completion_tokens
                 if completion_tokens is None:
                     completion_tokens = max(1, len(reply.text) // 4)
-                self._send_json(200, _completion(body.get("model"), reply.text, prompt_tokens, completion_tokens))
+                self._send_json(200, _completion(reply.model or body.get("model"), reply.text, prompt_tokens, completion_tokens))
                 return "answer"
             if reply.kind == "status":
                 headers = {}

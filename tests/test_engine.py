@@ -268,3 +268,15 @@ def test_azure_through_the_sdk(server: LoopbackServer, tmp_path) -> None:
     call = server.calls[0]
     assert call.path.startswith("/openai/deployments/judge-model/chat/completions")
     assert "api-version=2024-10-21" in call.path and call.auth_ok
+
+
+def test_the_model_id_the_api_reports_is_kept_and_cached(server: LoopbackServer, make_engine) -> None:
+    server.responder = lambda body, attempt: Reply(text="fine", model="judge-model-2024-11-20")
+    engine = make_engine(server)
+    first = engine.run([JudgeRequest([text_message("user", "a")], model="judge-model")])
+    assert first[0].model == "judge-model" and first[0].api_model == "judge-model-2024-11-20"
+    assert first.stats.api_models == {"judge-model-2024-11-20": 1}
+    looked = engine.lookup([JudgeRequest([text_message("user", "a")], model="judge-model"), req("never asked")])
+    assert looked[0] is not None and looked[0].api_model == "judge-model-2024-11-20" and looked[1] is None
+    again = engine.run([JudgeRequest([text_message("user", "a")], model="judge-model")])
+    assert again[0].cached and again[0].api_model == "judge-model-2024-11-20" and len(server.calls) == 1
