@@ -262,7 +262,9 @@ def _make_handler(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
                 completion_tokens = reply.completion_tokens
                 if completion_tokens is None:
                     completion_tokens = max(1, len(reply.text) // 4)
-                self._send_json(200, _completion(reply.model or body.get("model"), reply.text, prompt_tokens, completion_tokens))
+                self._send_json(
+                    200, _completion(reply.model or body.get("model"), reply.text, prompt_tokens, completion_tokens)
+                )
                 return "answer"
             if reply.kind == "status":
                 headers = {}
