@@ -7,10 +7,13 @@ import os
 import threading
 
 from emo_tasks.mme_emotion.parsers import parse_scores, score_validator
-from judges import JudgeRequest, run_batch, user_message
+from emo_tasks.settings import cache_dir
+from judges import EngineSettings, JudgeRequest, run_batch, user_message
 from judges.lmms_eval_hooks import mean_skip_none, register
 
-register()  # provider + aggregation, as our benchmark tasks do
+register()  # provider + aggregation, as a user's own lmms-eval task would (ours do not need them)
+#: A user's task says where its answers are cached (here: emo-tasks' cache folder, EMO_CACHE_DIR).
+SETTINGS = EngineSettings.from_env(cache_dir=cache_dir())
 
 
 def doc_to_visual(doc: dict) -> list:
@@ -38,6 +41,7 @@ def judge_recognition(items: list[dict]) -> float | None:
             for it in items
         ],
         desc="probe judge",
+        settings=SETTINGS,
     )
     values = [parse_scores(r.text).values[-1] if r.ok else None for r in batch]
     with open(os.environ["EMO_PROBE_STATS"], "a") as f:
