@@ -27,6 +27,13 @@ def environ() -> dict[str, str]:
     return dict(os.environ)
 
 
+def lmms_eval_predict_only() -> bool:
+    """Whether this process is `lmms-eval ... --predict_only` (no aggregation will run: a judge is not needed)."""
+    import sys
+
+    return "--predict_only" in sys.argv
+
+
 def _raw(env: Mapping[str, str], name: str) -> str | None:
     value = env.get(name)
     if value is None or value.strip() == "":

@@ -158,6 +158,31 @@ class AudioPart:
         return {"type": "audio", "format": self.format, "sha256": self.digest()}
 
 
+def image_tokens(width: int, height: int, detail: str | None = None) -> int:
+    """Input tokens of one image as the OpenAI API counts them for GPT-4o-class models (tile-based pricing).
+
+    detail "low": 85, whatever the size.  "high", "auto" or None (what we send unless a part says otherwise): the
+    image is scaled to fit in 2048 x 2048, then so that its shortest side is 768 (never scaled up), and costs
+    170 per 512-px tile plus 85.  Examples: 1024 x 1024 -> 765, 2048 x 4096 -> 1105, 320 x 240 -> 255."""
+    import math
+
+    if detail is not None and detail not in ("low", "high", "auto"):
+        raise ValueError(f"image detail must be low, high or auto, got {detail!r}")
+    if width <= 0 or height <= 0:
+        raise ValueError(f"image size must be positive, got {width} x {height}")
+    if detail == "low":
+        return 85
+    w, h = float(width), float(height)
+    if max(w, h) > 2048:
+        scale = 2048 / max(w, h)
+        w, h = int(w * scale), int(h * scale)
+    if min(w, h) > 768:
+        scale = 768 / min(w, h)
+        w, h = int(w * scale), int(h * scale)
+    tiles = math.ceil(w / 512) * math.ceil(h / 512)
+    return 170 * tiles + 85
+
+
 def sample_video_frames(path: str | Path, interval_s: float = 1.0, max_frames: int = 10) -> list[Any]:
     """Frames of a video as PIL images: one every `interval_s` seconds, the first `max_frames` only.
 

@@ -1,18 +1,26 @@
 """lmms-eval hooks for MME-Emotion: thin adapters from a row to the host and back.
 
-- `process_docs` reads and checks the settings (`MMESettings.from_env`: a bad value stops the run here, before
-  inference), loads and validates the task's rows (the YAML's `dataset_name` says which task and source), and
-  registers both for the aggregation.
-- `doc_to_visual` / `doc_to_text` / `doc_to_messages` build the model's input.
+- `process_docs` is `load_task` on lmms-eval's placeholder row: it reads and checks the settings
+  (`MMESettings.from_env`: a bad value stops the run here, before inference), loads and validates the task's rows
+  (the YAML's `dataset_name` says which task and source), and registers both for the aggregation.
+- `doc_to_visual` / `doc_to_text` / `doc_to_messages` build the model's input; `doc_to_target` names the row
+  (gold label + a hash of its portable content) in lmms-eval's sample logs.
 - `process_results` only records the answer (cheap, thread-safe: lmms-eval calls it from 4 threads).
 - `evaluate` (behind every `agg_<metric>`, see utils.py) runs the judge once per task (rank 0) through `judges/`,
   memoised on (settings, records) so that the eight metrics share one judge phase, then scores with the pure
-  `scoring` module and writes the per-sample judge log.
+  `scoring` module and writes the per-sample judge log.  With EMO_JUDGE=defer it judges nothing: it keeps the
+  answers and says to run `emo-tasks judge`.
+- `plan` is the dry run of `evaluate`'s judge phase: what it would send and what the cache already answers.
+
+The judge stage (`emo-tasks judge RUN_DIR`, emo_tasks/stage.py) calls the same functions on a logged run:
+`load_task`, `doc_to_target` / `doc_to_text` (to check the log against the data), `process_results`, `evaluate`
+and `plan`, so a later judgement gives the numbers an in-process one gives.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -22,8 +30,9 @@ from typing import Any
 
 from loguru import logger
 
-from emo_tasks.common import LastResult, placeholder_name
-from emo_tasks.settings import CommonSettings, environ
+from emo_tasks.common import LastResult, placeholder_name, row_target
+from emo_tasks.settings import CommonSettings, environ, lmms_eval_predict_only
+from judges import BatchStats, JudgeEngine, get_engine
 from judges.atomic import atomic_write_text
 
 from . import scoring
@@ -39,10 +48,12 @@ from .settings import MMESettings
 # ------------------------------------------------------------------------------------------------ registry
 @dataclass(frozen=True)
 class LoadedTask:
-    """One task as `process_docs` loaded it: the settings it was checked with and its docs by row."""
+    """One task as `process_docs` loaded it: the settings it was checked with, its docs by row, and each row's
+    index in the docs lmms-eval got (its `doc_id`)."""
 
     settings: MMESettings
     docs: Mapping[int, dict[str, Any]]
+    index: Mapping[int, int] = field(default_factory=dict)
 
 
 class TaskRegistry:
@@ -56,7 +67,9 @@ class TaskRegistry:
 
     def register(self, source: str, key: str, settings: MMESettings, docs: Sequence[dict[str, Any]]) -> None:
         with self._lock:
-            self._tasks[(source, key)] = LoadedTask(settings, {int(d["row"]): d for d in docs})
+            self._tasks[(source, key)] = LoadedTask(
+                settings, {int(d["row"]): d for d in docs}, {int(d["row"]): i for i, d in enumerate(docs)}
+            )
 
     def find(self, source: str, key: str) -> LoadedTask | None:
         with self._lock:
@@ -83,15 +96,17 @@ def parse_source(name: str) -> tuple[str, str]:
     return parts[1], parts[2]
 
 
-def process_docs(dataset: Any) -> Any:
-    """Check the settings, then replace lmms-eval's placeholder row with the task's validated rows (see
-    `emo_tasks/lmms_patch.py`)."""
-    import datasets
+def load_task(dataset_name: str, env: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Check the settings `env` gives, load and validate the task `dataset_name` names (a YAML's
+    `mme_emotion/<benchmark|sample>/<Task>`), register both for the aggregation, and return the docs in the order
+    lmms-eval gets them (a sample's `doc_id` is its index here).
 
-    source, key = parse_source(placeholder_name(dataset, "MME-Emotion"))
+    Raises before anything runs: SettingsError / JudgeConfigError for a setting (or no judge where one is
+    needed), DataError for the data (missing files, bad rows, missing videos)."""
+    source, key = parse_source(dataset_name)
     spec = spec_for(key)
     # fail fast, before inference: a malformed value, or no judge configured for a real run
-    settings = MMESettings.from_env(environ(), source)
+    settings = MMESettings.from_env(env, source)
     if source == "sample":
         root = sample_root(settings.common.cache_dir)
     else:
@@ -99,7 +114,19 @@ def process_docs(dataset: Any) -> Any:
     docs = load_task_docs(spec, root, source=source, need_clues=settings.audio_clues != "live")
     check_videos_exist(docs, spec.task)
     registry.register(source, spec.key, settings, docs)
-    return datasets.Dataset.from_list(docs)
+    return docs
+
+
+def process_docs(dataset: Any) -> Any:
+    """lmms-eval's hook: `load_task` for the placeholder row's task, with the process environment (see
+    `emo_tasks/lmms_patch.py`).  Under `lmms-eval --predict_only` with EMO_JUDGE unset, judging is deferred: a
+    GPU job needs no judge configured to save its answers for `emo-tasks judge`."""
+    import datasets
+
+    env = environ()
+    if lmms_eval_predict_only() and not (env.get("EMO_JUDGE") or "").strip():
+        env["EMO_JUDGE"] = "defer"
+    return datasets.Dataset.from_list(load_task(placeholder_name(dataset, "MME-Emotion"), env))
 
 
 def _record_key(record: Mapping[str, Any]) -> tuple[str, str]:
@@ -146,6 +173,26 @@ def doc_to_text(doc: dict[str, Any], lmms_eval_specific_kwargs: dict[str, Any] |
     return f"{kw.get('pre_prompt', '')}{text}{kw.get('post_prompt', '')}"
 
 
+def doc_to_target(doc: dict[str, Any], model_specific_target_kwargs: Any = None) -> str:
+    """`"<label> #<hash>"`: the gold label plus a hash of the row's portable content (task, row, video id, label,
+    label set, source, and the released audio clue when the judge uses it), never a path.  lmms-eval logs it
+    per sample even with --predict_only, so the judge stage, run later and maybe on another machine with the data
+    elsewhere, can check that each answer is mapped back to the same row.  (lmms-eval passes the YAML's
+    `model_specific_target_kwargs` when it has some; ours has none.)"""
+    content: dict[str, Any] = {
+        "task": doc["mme_task"],
+        "row": int(doc["row"]),
+        "video_id": doc["video_id"],
+        "label": doc["label"],
+        "label_set": list(doc["label_set"]),
+        "data_source": doc.get("data_source", "benchmark"),
+    }
+    loaded = registry.find(doc.get("data_source", "benchmark"), doc["mme_task"])
+    if loaded is None or loaded.settings.audio_clues == "released":
+        content["audio_clue"] = doc.get("audio_clue")
+    return row_target(doc["label"], content)
+
+
 def doc_to_messages(doc: dict[str, Any], lmms_eval_specific_kwargs: dict[str, Any] | None = None) -> list[dict]:
     """Chat models: one user turn, the video first, then the prompt (audio-only models get the same file as
     audio)."""
@@ -161,8 +208,11 @@ def doc_to_messages(doc: dict[str, Any], lmms_eval_specific_kwargs: dict[str, An
 
 
 def process_results(doc: dict[str, Any], results: Sequence[Any]) -> dict[str, dict[str, Any]]:
-    """Record the answer with what the judge will need; no network, no shared state."""
+    """Record the answer with what the judge will need; no network, no shared state.  (A one-answer list, as a
+    samples file of an lmms-eval that does not unwrap it holds, is the answer.)"""
     answer = results[0] if results else ""
+    if isinstance(answer, list | tuple) and len(answer) == 1:
+        answer = answer[0]
     if not isinstance(answer, str):
         answer = "" if answer is None else str(answer)
     record = {
@@ -217,7 +267,10 @@ def _evaluate(records: list[dict[str, Any]], settings: MMESettings, args: Any) -
     source = items[0].get("data_source", "benchmark")
     mode = settings.judge_mode
     label = ",".join(spec_for(t).task for t in tasks) + (" [sample]" if source == "sample" else "")
+    if mode == "defer":
+        return _defer(items, settings, args, tasks, source, label)
     judgements: list[Judgement | None]
+    stats: dict[str, BatchStats] = {}
     if mode == "offline":
         logger.warning(
             f"{label}: EMO_JUDGE=offline (or no judge configured for the sample): recognition by label matching, "
@@ -225,17 +278,11 @@ def _evaluate(records: list[dict[str, Any]], settings: MMESettings, args: Any) -
         )
         judgements = [None] * len(items)
     else:
-        judgements = list(judge_samples(items, settings, desc=label))
+        judgements = list(judge_samples(items, settings, desc=label, stats=stats))
     samples = [
         scoring.score_sample(spec_for(item["mme_task"]), item, j) for item, j in zip(items, judgements, strict=True)
     ]
-    from emo_tasks.tokens import TokenizerUnavailable, count_tokens
-
-    try:
-        token_counts: list[int] | None = count_tokens(r["answer"] for r in items)
-    except TokenizerUnavailable as exc:
-        logger.warning(f"{label}: avg_token not available: {exc}")
-        token_counts = None
+    token_counts = _token_counts(items, label)
     metrics = scoring.task_metrics(samples, settings, token_counts)
     failures = scoring.failure_counts((j.failed_stage, j.failure_reason) for j in judgements if j and not j.ok)
     api = mode == "api"
@@ -256,10 +303,136 @@ def _evaluate(records: list[dict[str, Any]], settings: MMESettings, args: Any) -
         "per_category": scoring.category_breakdown(samples, settings),
         "seconds": round(time.perf_counter() - started, 3),
     }  # fmt: skip
+    if api:
+        summary.update(judge_accounting(settings, stats))
     _report(label, summary)
     rows = [log_row(item, j, s) for item, j, s in zip(items, judgements, samples, strict=True)]
     _write_logs(args, tasks, source, summary, rows)
     return TaskResult(metrics, samples, judgements, summary)
+
+
+def _token_counts(items: Sequence[Mapping[str, Any]], label: str) -> list[int] | None:
+    from emo_tasks.tokens import TokenizerUnavailable, count_tokens
+
+    try:
+        return count_tokens(r["answer"] for r in items)
+    except TokenizerUnavailable as exc:
+        logger.warning(f"{label}: avg_token not available: {exc}")
+        return None
+
+
+def judge_endpoint(settings: MMESettings) -> str:
+    """Where the judge was asked, as host[:port] only (never a key, a user or a path): "api.openai.com",
+    "127.0.0.1:8765", "<resource>.openai.azure.com"."""
+    from urllib.parse import urlsplit
+
+    url = settings.engine.endpoint.base_url or "https://api.openai.com/v1"
+    parts = urlsplit(url if "//" in url else "//" + url)
+    host = parts.hostname or ""
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
+    return f"{host}:{port}" if port else host
+
+
+#: The `usage` fields of the summary, per agent, from that agent's `BatchStats`.
+USAGE_FIELDS = ("requests", "unique_requests", "cache_hits", "calls", "prompt_tokens", "completion_tokens")
+
+
+def judge_accounting(settings: MMESettings, stats: Mapping[str, BatchStats]) -> dict[str, Any]:
+    """The summary's api-mode accounting: `judge_endpoint` (host[:port]), `api_models` ({agent: {the model id the
+    API reported: answers}}, cached answers included) and `usage` ({agent: requests, unique requests, cache hits,
+    HTTP calls, prompt and completion tokens of the calls made}), for the agents that ran: step, audio, judge."""
+    roles = [r for r in ("step", "audio", "judge") if r in stats]
+    return {
+        "judge_endpoint": judge_endpoint(settings),
+        "api_models": {r: dict(sorted(stats[r].api_models.items())) for r in roles},
+        "usage": {r: {f: getattr(stats[r], f) for f in USAGE_FIELDS} for r in roles},
+    }
+
+
+# ------------------------------------------------------------------------------------------------ deferred
+_deferred_notices: set[str | None] = set()
+_notice_lock = threading.Lock()
+
+
+def _defer(
+    items: list[dict[str, Any]], settings: MMESettings, args: Any, tasks: list[str], source: str, label: str
+) -> TaskResult:
+    """EMO_JUDGE=defer: no judge now.  Every judge-dependent metric is None (avg_token is still computed), the
+    answers are kept (lmms-eval's samples file with --log_samples, else our answers file), and one line on stderr
+    per run says what to run next."""
+    metrics = scoring.task_metrics([], settings, _token_counts(items, label))
+    output_path = getattr(args, "output_path", None) if args is not None else None
+    log_samples = bool(getattr(args, "log_samples", False)) if args is not None else False
+    if output_path and not log_samples:
+        path = _write_answers(output_path, tasks, source, items)
+        logger.info(f"{label}: judging deferred; the answers are in {path}")
+    else:
+        logger.info(f"{label}: judging deferred (EMO_JUDGE=defer)")
+    _deferred_notice(output_path)
+    return TaskResult(metrics, [], [None] * len(items))
+
+
+def _deferred_notice(output_path: str | None) -> None:
+    """Once per output folder and process (a group's tasks share one line): what to run next, on stderr (seen
+    whatever lmms-eval's log level) and in the log."""
+    key = None if output_path is None else str(output_path)
+    with _notice_lock:
+        if key in _deferred_notices:
+            return
+        _deferred_notices.add(key)
+    if output_path:
+        line = f"emo-tasks: MME-Emotion judging deferred: run  emo-tasks judge {output_path}"
+    else:
+        line = (
+            "emo-tasks: MME-Emotion judging deferred, but the answers are only kept with --output_path and "
+            "--log_samples: rerun with both, then run  emo-tasks judge <output_path>"
+        )
+    logger.warning(line)
+    print(line, file=sys.stderr, flush=True)
+
+
+def _write_answers(output_path: str, tasks: list[str], source: str, items: Sequence[dict[str, Any]]) -> Path:
+    """`<output_path>/emo_tasks_judge/[sample_]<task>_<stamp>_answers.jsonl`: one line per sample with the fields
+    of lmms-eval's samples file that the judge stage reads (`doc_id`, `target`, `filtered_resps`: the answer, which
+    lmms-eval's samples file also holds unwrapped for one-request documents), for runs without --log_samples."""
+    from judges.audit import write_audit_jsonl
+
+    rows = [
+        {
+            "doc_id": registry.get(*_record_key(item)).index[int(item["row"])],
+            "target": doc_to_target(item),
+            "filtered_resps": item["answer"],
+        }
+        for item in items
+    ]
+    path = Path(output_path) / "emo_tasks_judge" / f"{_log_name(tasks, source)}_{time.strftime('%Y%m%dT%H%M%S')}"
+    path = path.with_name(path.name + "_answers.jsonl")
+    write_audit_jsonl(path, rows)
+    return path
+
+
+def _log_name(tasks: Sequence[str], source: str) -> str:
+    return ("sample_" if source == "sample" else "") + "+".join(spec_for(t).task for t in tasks)
+
+
+# ------------------------------------------------------------------------------------------------ dry run
+def plan(
+    records: Sequence[Mapping[str, Any]], settings: MMESettings | None = None, engine: JudgeEngine | None = None
+) -> list[dict[str, Any]]:
+    """The dry run of `evaluate`'s judge phase over `records` (`process_results` records of loaded tasks): one
+    dict per agent (step, audio with live clues, judge) saying how many requests a run would make, how many the
+    cache answers and their token counts; sends nothing.  `settings`: the records' task settings
+    (`settings_for`) by default; `engine`: the shared engine for them.  See `plan.plan` for the keys."""
+    from .plan import plan as plan_items
+
+    settings = settings_for(records) if settings is None else settings
+    engine = get_engine(settings.engine) if engine is None else engine
+    return plan_items([{**lookup_doc(dict(r)), **r} for r in records], settings, engine)
 
 
 def log_row(item: Mapping[str, Any], judgement: Judgement | None, result: SampleResult) -> dict[str, Any]:
@@ -313,7 +486,7 @@ def _write_logs(
     from judges.audit import write_audit_jsonl
 
     folder = Path(output_path) / "emo_tasks_judge"
-    name = ("sample_" if source == "sample" else "") + "+".join(spec_for(t).task for t in tasks)
+    name = _log_name(tasks, source)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     write_audit_jsonl(folder / f"{name}_{stamp}_judge.jsonl", rows)
     atomic_write_text(folder / f"{name}_{stamp}_summary.json", json.dumps(summary, indent=2, ensure_ascii=False))

@@ -13,7 +13,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from judges import AudioPart, JudgeRequest, VideoFramesPart, run_batch, text_message, user_message
+from judges import (
+    AudioPart,
+    BatchResult,
+    BatchStats,
+    JudgeRequest,
+    VideoFramesPart,
+    run_batch,
+    text_message,
+    user_message,
+)
 
 from .data import video_identity
 from .parsers import parse_scores, parse_steps, score_validator, step_validator
@@ -63,32 +72,100 @@ def _judgement(record: dict[str, Any]) -> Judgement:
     )
 
 
+# ------------------------------------------------------------------------------------------- the requests
+# One builder per agent, used by both `judge_samples` (the real run) and `plan` (the dry run), so that the dry run's
+# requests, and so their cache keys, are exactly the ones a run sends.
+def step_request(record: dict[str, Any], settings: MMESettings) -> JudgeRequest:
+    """The step agent's request for one record (doc + answer): the answer only (no question, no video), official
+    wording."""
+    guarded = settings.judge_protocol == "guarded"
+    return JudgeRequest(
+        messages=step_messages(spec_for(record["mme_task"]), record["answer"], settings.judge_protocol),
+        role="step",
+        model=settings.model("step"),
+        validate=step_validator() if guarded else None,
+        sample_id=f"{record['mme_task']}:{record['row']}",
+    )
+
+
+def audio_request(record: dict[str, Any], settings: MMESettings) -> JudgeRequest:
+    """The live audio agent's request for one record: the clip's audio track (16 kHz mono WAV, extracted when
+    sent)."""
+    path = record["video_path"]
+    return JudgeRequest(
+        messages=[
+            user_message(
+                audio_prompt(spec_for(record["mme_task"])),
+                AudioPart(
+                    source=lambda p=path: _wav(p),
+                    format="wav",
+                    identity=_identity(path, record["video_id"]) + ":audio16k",
+                ),
+            )
+        ],
+        role="audio",
+        model=settings.model("audio"),
+        sample_id=f"{record['mme_task']}:{record['row']}",
+    )
+
+
+def judge_request(
+    record: dict[str, Any], settings: MMESettings, *, step_text: str, n_steps: int, audio_clue: str
+) -> JudgeRequest:
+    """The multimodal judge's request for one record: frames (1 fps, first 10), audio clue, label(s), step text."""
+    spec = spec_for(record["mme_task"])
+    text = judge_text(
+        spec,
+        audio_clue=audio_clue,
+        ground_truth=record["label"],
+        steps_text=step_text,
+        n_steps=n_steps,
+        judge_protocol=settings.judge_protocol,
+    )
+    frames = VideoFramesPart(
+        record["video_path"],
+        interval_s=FRAME_INTERVAL_S,
+        max_frames=MAX_FRAMES,
+        identity=_identity(record["video_path"], record["video_id"]),
+    )
+    guarded = settings.judge_protocol == "guarded"
+    return JudgeRequest(
+        messages=[text_message("system", protocol()["judge_system"]), user_message(text, frames)],
+        role="judge",
+        model=settings.model("judge"),
+        validate=score_validator(n_steps if guarded else None),
+        sample_id=f"{record['mme_task']}:{record['row']}",
+    )
+
+
+#: The judge's frame sampling (official: one frame per second, the first ten).
+FRAME_INTERVAL_S = 1.0
+MAX_FRAMES = 10
+
+
+# ------------------------------------------------------------------------------------------------ the run
 def judge_samples(
     records: Sequence[dict[str, Any]],
     settings: MMESettings,
     *,
     progress: bool | None = None,
     desc: str = "mme_emotion",
+    stats: dict[str, BatchStats] | None = None,
 ) -> list[Judgement]:
-    """The full pipeline over one task's (or several tasks') records (doc + answer), as concurrent batches."""
-    protocol_name = settings.judge_protocol
-    guarded = protocol_name == "guarded"
+    """The full pipeline over one task's (or several tasks') records (doc + answer), as concurrent batches.
+
+    `stats`, when given, receives each batch's accounting by agent: "step", "audio" (live clues only), "judge"."""
     engine = settings.engine
     judgements = [_judgement(r) for r in records]
-    specs = [spec_for(r["mme_task"]) for r in records]
+
+    def run(role: str, requests: list[JudgeRequest], what: str) -> BatchResult:
+        batch = run_batch(requests, desc=f"{desc} {what}", progress=progress, settings=engine)
+        if stats is not None:
+            stats[role] = batch.stats
+        return batch
 
     # 1. step agent: the answer only (no question, no video), official wording
-    step_reqs = [
-        JudgeRequest(
-            messages=step_messages(spec, r["answer"], protocol_name),
-            role="step",
-            model=settings.model("step"),
-            validate=step_validator() if guarded else None,
-            sample_id=f"{r['mme_task']}:{r['row']}",
-        )
-        for spec, r in zip(specs, records, strict=True)
-    ]
-    step_results = run_batch(step_reqs, desc=f"{desc} step agent", progress=progress, settings=engine)
+    step_results = run("step", [step_request(r, settings) for r in records], "step agent")
     for j, res in zip(judgements, step_results, strict=True):
         j.cached["step_agent"] = res.cached
         j.step_text = res.text
@@ -100,27 +177,7 @@ def judge_samples(
     # 2. audio clues: the released file, or live from the clip's audio track
     if settings.audio_clues == "live":
         live_idx = [i for i, j in enumerate(judgements) if j.ok]
-        clue_reqs = []
-        for i in live_idx:
-            path = records[i]["video_path"]
-            clue_reqs.append(
-                JudgeRequest(
-                    messages=[
-                        user_message(
-                            audio_prompt(specs[i]),
-                            AudioPart(
-                                source=lambda p=path: _wav(p),
-                                format="wav",
-                                identity=_identity(path, records[i]["video_id"]) + ":audio16k",
-                            ),
-                        )
-                    ],
-                    role="audio",
-                    model=settings.model("audio"),
-                    sample_id=f"{records[i]['mme_task']}:{records[i]['row']}",
-                )
-            )
-        clue_results = run_batch(clue_reqs, desc=f"{desc} audio clues", progress=progress, settings=engine)
+        clue_results = run("audio", [audio_request(records[i], settings) for i in live_idx], "audio clues")
         for i, res in zip(live_idx, clue_results, strict=True):
             judgements[i].cached["audio_clue"] = res.cached
             if res.ok:
@@ -130,32 +187,17 @@ def judge_samples(
 
     # 3. the multimodal judge: frames (1 fps, first 10), audio clue, label(s), the step text
     judge_idx = [i for i, j in enumerate(judgements) if j.ok]
-    judge_reqs = []
-    proto = protocol()
-    for i in judge_idx:
-        j, spec, record = judgements[i], specs[i], records[i]
-        n_steps = len(j.steps)
-        text = judge_text(
-            spec,
-            audio_clue=j.audio_clue or "",
-            ground_truth=record["label"],
-            steps_text=j.step_text or "",
-            n_steps=n_steps,
-            judge_protocol=protocol_name,
+    judge_reqs = [
+        judge_request(
+            records[i],
+            settings,
+            step_text=judgements[i].step_text or "",
+            n_steps=len(judgements[i].steps),
+            audio_clue=judgements[i].audio_clue or "",
         )
-        frames = VideoFramesPart(
-            record["video_path"], interval_s=1.0, max_frames=10, identity=_identity(record["video_path"], j.video_id)
-        )
-        judge_reqs.append(
-            JudgeRequest(
-                messages=[text_message("system", proto["judge_system"]), user_message(text, frames)],
-                role="judge",
-                model=settings.model("judge"),
-                validate=score_validator(n_steps if guarded else None),
-                sample_id=f"{j.task}:{j.row}",
-            )
-        )
-    judge_results = run_batch(judge_reqs, desc=f"{desc} judge", progress=progress, settings=engine)
+        for i in judge_idx
+    ]
+    judge_results = run("judge", judge_reqs, "judge")
     for i, res in zip(judge_idx, judge_results, strict=True):
         j = judgements[i]
         j.cached["judge"] = res.cached

@@ -333,9 +333,12 @@ def task_metrics(
 
     Scores are MicroMeans and counts Counts, so that `group_aggregate` pools a group exactly; None means "not
     available" (offline: Rea-S, CoT-S, Avg Step; Avg Token when `token_counts` is None, e.g. no tokenizer).
-    Offline, every sample counts as scored.
+    Offline, every sample counts as scored.  Deferred (EMO_JUDGE=defer: judged later by `emo-tasks judge`), every
+    judge-dependent metric, the counts included, is None; only Avg Token (the answers' length) is computed.
     """
     avg_token = None if token_counts is None else micro_mean(token_counts)
+    if settings.judge_mode == "defer":
+        return {**dict.fromkeys(TABLE.names), "avg_token": avg_token}
     if settings.judge_mode == "offline":
         return {
             "rec_s": micro_mean((s.recognition for s in samples), 100.0),

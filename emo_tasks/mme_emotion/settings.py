@@ -21,8 +21,9 @@ from .protocol import DEFAULT_JUDGE_PROTOCOL, JUDGE_PROTOCOLS
 from .scoring import DEFAULT_ALPHA
 
 #: `EMO_JUDGE`: auto (the judge when an endpoint is configured; the bundled sample falls back to label matching
-#: only when none is), api (the judge, required) or offline (label matching, no judge).
-JUDGE_MODES = ("auto", "api", "offline")
+#: only when none is), api (the judge, required), offline (label matching, no judge) or defer (no judge now: the
+#: answers are kept and `emo-tasks judge RUN_DIR` judges them later, with the same hooks).
+JUDGE_MODES = ("auto", "api", "offline", "defer")
 #: `EMO_MME_AUDIO_CLUES`: the released Qwen2-Audio clues, or clues made live by `EMO_AUDIO_MODEL`.
 CLUE_MODES = ("released", "live")
 SOURCES = ("benchmark", "sample")
@@ -32,7 +33,8 @@ NO_JUDGE_MESSAGE = (
     "OPENAI_BASE_URL (+ OPENAI_API_KEY) for a vLLM/SGLang/other OpenAI-compatible server, or API_TYPE=azure "
     "with AZURE_ENDPOINT and AZURE_API_KEY. Models: EMO_STEP_MODEL (default gpt-4.1-2025-04-14) and "
     "EMO_JUDGE_MODEL (default gpt-4o-2024-11-20). For a judge-free smoke test set EMO_JUDGE=offline "
-    "(recognition by label matching only; not comparable with the paper)."
+    "(recognition by label matching only; not comparable with the paper), or EMO_JUDGE=defer to run the model "
+    "now and judge later with `emo-tasks judge RUN_DIR` (run lmms-eval with --output_path and --log_samples)."
 )
 
 
@@ -40,12 +42,12 @@ NO_JUDGE_MESSAGE = (
 class MMESettings:
     """Everything MME-Emotion takes from the environment, validated (frozen and hashable: a memo key).
 
-    `judge_mode` is resolved: "api" or "offline".  `models` holds (role, model) pairs for the judge roles in api
-    mode (step, judge, and audio with live clues), empty offline.  The API key stays inside `engine.endpoint`,
-    whose repr leaves it out."""
+    `judge_mode` is resolved: "api", "offline" or "defer".  `models` holds (role, model) pairs for the judge roles
+    in api mode (step, judge, and audio with live clues), empty offline and deferred.  The API key stays inside
+    `engine.endpoint`, whose repr leaves it out."""
 
     source: str  # benchmark | sample
-    judge_mode: str  # api | offline
+    judge_mode: str  # api | offline | defer
     judge_protocol: str  # guarded | official
     audio_clues: str  # released | live
     alpha: float
@@ -98,13 +100,14 @@ class MMESettings:
 
 
 def resolve_judge_mode(requested: str, endpoint: EndpointConfig, source: str) -> str:
-    """`api` or `offline` for a (valid) EMO_JUDGE value.
+    """`api`, `offline` or `defer` for a (valid) EMO_JUDGE value.
 
-    offline -> offline.  api -> the endpoint must be usable.  auto -> api when an endpoint is configured;
+    offline -> offline.  defer -> defer (no endpoint needed: nothing is judged in this run).  api -> the endpoint
+    must be usable.  auto -> api when an endpoint is configured;
     otherwise offline for the bundled sample and an error (saying what to set) for the benchmark.  Only "no
     endpoint at all" leads to offline: malformed values never reach this point (they raise while being read)."""
-    if requested == "offline":
-        return "offline"
+    if requested in ("offline", "defer"):
+        return requested
     try:
         endpoint.check_usable()
     except JudgeConfigError:

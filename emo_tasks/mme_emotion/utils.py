@@ -7,6 +7,7 @@ tasks.
 
 from emo_tasks.mme_emotion.hooks import (  # noqa: F401
     doc_to_messages,
+    doc_to_target,
     doc_to_text,
     doc_to_visual,
     evaluate,
