@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from emo_tasks.benchmarks import SampleReader, SampleValues
-from emo_tasks.common import DataError, atomic_write_text, placeholder_name, sample_dir
+from emo_tasks.common import DataError, atomic_write_text, sample_dir
 from emo_tasks.settings import SettingsError
 
 SOURCES = ("benchmark", "sample")
@@ -109,13 +109,12 @@ class DataLocation:
 
 
 # ------------------------------------------------------------------------------------------------ lmms-eval tasks
-def placeholder_source(dataset: Any, family: str, prefix: str) -> str:
-    """The source ("benchmark" | "sample") that lmms_patch's placeholder row names (`dataset_name:
-    <prefix>/<source>`); a DataError for anything else."""
-    name = placeholder_name(dataset, family)
-    source = name.removeprefix(f"{prefix}/")
-    if not name.startswith(f"{prefix}/") or source not in SOURCES:
-        raise DataError(f"dataset_name must be {prefix}/benchmark or {prefix}/sample, got {name!r}")
+def dataset_source(dataset_name: str, prefix: str) -> str:
+    """The source ("benchmark" | "sample") a task's `dataset_name: <prefix>/<source>` names (the name lmms_patch's
+    placeholder row carries, and the one results.json records); a DataError for anything else."""
+    source = dataset_name.removeprefix(f"{prefix}/")
+    if not dataset_name.startswith(f"{prefix}/") or source not in SOURCES:
+        raise DataError(f"dataset_name must be {prefix}/benchmark or {prefix}/sample, got {dataset_name!r}")
     return source
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import env_without_secrets
 from PIL import Image
+from test_mvei_stage import assert_run_rescores_exactly
 
 from emo_tasks.common import DataError
 from emo_tasks.multiemo import hooks
@@ -218,10 +219,12 @@ def _run(tmp_path: Path, response: str) -> dict:
     env.update(HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", EMO_CACHE_DIR=str(tmp_path / "cache"), EMO_PROGRESS="0")
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "lmms_eval", "--model", "dummy", "--model_args", f"response={response}",
-           "--tasks", "multiemo_sample", "--output_path", str(out)]  # fmt: skip
+           "--tasks", "multiemo_sample", "--output_path", str(out), "--log_samples"]  # fmt: skip
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     files = sorted(out.rglob("*_results.json"))
     assert files, proc.stdout[-2000:] + proc.stderr[-4000:]
+    # the judge stage's re-scoring of the sample log (emo-tasks judge) gives exactly the run's numbers
+    assert_run_rescores_exactly(out, "multiemo_sample", hooks, "precision_ours", env)
     return json.loads(files[-1].read_text())["results"]["multiemo_sample"]
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import API_KEY, env_without_secrets
 from PIL import Image
+from test_mvei_stage import assert_run_rescores_exactly
 
 from emo_tasks.common import DataError
 from emo_tasks.mvei import hooks
@@ -274,3 +275,5 @@ def test_openai_model_three_different_answers_majority_decides(tmp_path: Path) -
     n_even = sum(1 for _, s, _ in PAIRS if len(s) % 2 == 0)
     assert res["positive_ratio,none"] == pytest.approx(100 * n_even / len(PAIRS))
     assert 0.0 < res["positive_ratio,none"] < 100.0
+    # the judge stage's re-scoring of the sample log (emo-tasks judge) gives exactly these numbers
+    assert_run_rescores_exactly(tmp_path / "out", "mvei_sample", hooks, "acc_total", _env(tmp_path))

@@ -26,7 +26,7 @@ from typing import Any
 
 from emo_tasks.common import DataError, hub_snapshot, iter_jsonl
 from emo_tasks.datafiles import check_listed_files
-from emo_tasks.images import image_path
+from emo_tasks.images import image_path, portable_name
 
 from . import scoring
 from .sample import sample_file
@@ -126,6 +126,7 @@ def load_images(path: Path) -> list[dict[str, Any]]:
             raise DataError(f"{where}: id {row['image_id']!r} repeats line {seen[row['image_id']]}")
         seen[row["image_id"]] = n
         row["image_path"] = str(image_path(row["image"], path))
+        row["image_name"] = portable_name(row["image"], path)
         if not Path(row["image_path"]).is_file():
             missing.append(f"{row['image_path']} (line {n})")
         row["line"] = n

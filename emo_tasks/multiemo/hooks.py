@@ -1,5 +1,13 @@
 """lmms-eval hooks for MultiEmo-Bench: one request per (image, emotion); the aggregation regroups each image's
-eight answers and scores them with the pure `scoring` module."""
+eight answers and scores them with the pure `scoring` module.
+
+The judge stage (`emo-tasks judge RUN_DIR`) re-scores a `--predict_only --log_samples` run with the same hooks:
+`load_task` (the docs, in process_docs' order: doc_id = index; it also registers the votes `evaluate` reads),
+`doc_to_target` and `doc_to_text` (to check that each logged answer belongs to the same row and prompt),
+`process_results(doc, [filtered_resps])` and `evaluate(records, args)`.  The main task needs no judge, so the
+stage is the in-process scoring over the logged answers and both give the same numbers.  The optional
+LLM-as-a-judge second stage over one run's answers is `judge_stage.judge_run_predictions`.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.common import LastResult, atomic_write_text, load_yaml
-from emo_tasks.datafiles import LoadedSources, placeholder_source
+from emo_tasks.common import LastResult, atomic_write_text, load_yaml, placeholder_name, row_target
+from emo_tasks.datafiles import LoadedSources, dataset_source
 from emo_tasks.images import load_image
 from emo_tasks.settings import environ
 
 from . import scoring
-from .data import EMOTIONS, data_file, image_result, load_images
+from .data import EMOTIONS, VOTE_KEYS, data_file, image_result, load_images
 from .settings import MultiEmoSettings
 
 PROTOCOL_FILE = Path(__file__).with_name("protocol.yml")
@@ -35,23 +43,65 @@ class Loaded:
 _loaded: LoadedSources[Loaded] = LoadedSources()
 
 
-def process_docs(dataset: Any) -> Any:
-    """Replace the placeholder row (`dataset_name: multiemo/<benchmark|sample>`) with 8 docs per image.
+def load_task(dataset_name: str, env: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Eight docs per image (one per emotion, in EMOTIONS order) of a task's `dataset_name` ("multiemo/benchmark"
+    | "multiemo/sample"), in order (doc_id = index), with the settings read from `env`; the settings and the
+    images (their votes) are registered for `evaluate` and the judge stage.
 
-    The settings are read from the environment here, before any inference: a bad value stops the run now."""
-    import datasets
-
-    source = placeholder_source(dataset, "MultiEmo", "multiemo")
-    settings = MultiEmoSettings.from_env(environ(), source)
+    A bad setting or row stops here (SettingsError / DataError naming it), before any inference."""
+    source = dataset_source(dataset_name, "multiemo")
+    settings = MultiEmoSettings.from_env(env, source)
     images = load_images(data_file(settings))
     _loaded.put(source, Loaded(settings, {img["image_id"]: img for img in images}))
-    # (lmms-eval 0.7.3 drops `doc` from its sample log: `emo-tasks report` reads the votes from the data file)
-    docs = [
-        {"image_id": img["image_id"], "emotion": emotion, "image_path": img["image_path"], "data_source": source}
+    # (lmms-eval 0.7.3 drops `doc` from its sample log: `emo-tasks report` reads the votes from the data file; the
+    # row fields here are what `doc_to_target` identifies the row by)
+    return [
+        {
+            "image_id": img["image_id"],
+            "emotion": emotion,
+            "image_path": img["image_path"],
+            "data_source": source,
+            "image_name": img["image_name"],
+            "votes": list(img["votes"]),
+            "votes_none": img["votes_none"],
+            "n_annotators": img["n_annotators"],
+            "original_label": img["original_label"],
+            "source": img["source"],
+        }
         for img in images
         for emotion in EMOTIONS
     ]
-    return datasets.Dataset.from_list(docs)
+
+
+def process_docs(dataset: Any) -> Any:
+    """Replace the placeholder row (`dataset_name: multiemo/<benchmark|sample>`) with 8 docs per image
+    (`load_task` with the process environment)."""
+    import datasets
+
+    return datasets.Dataset.from_list(load_task(placeholder_name(dataset, "MultiEmo"), environ()))
+
+
+def loaded(source: str) -> Loaded | None:
+    """What `load_task` (or process_docs) last loaded for `source` in this process: its settings and images."""
+    return _loaded.get(source)
+
+
+def doc_to_target(doc: dict[str, Any]) -> str:
+    """The emotion plus a hash of the row's portable content (image id, emotion, votes, n_annotators, original
+    label, source, data source, image name; `emo_tasks.common.row_target`): lmms-eval logs it per sample even with
+    --predict_only, so the judge stage can prove an answer is mapped back to the same row (a changed vote changes
+    it; another copy of the data does not)."""
+    row = {
+        "image_id": doc["image_id"],
+        "emotion": doc["emotion"],
+        "votes": dict(zip(VOTE_KEYS, [*doc["votes"], doc["votes_none"]], strict=True)),
+        "n_annotators": doc["n_annotators"],
+        "original_label": doc["original_label"],
+        "source": doc["source"],
+        "data_source": doc["data_source"],
+        "image_name": doc["image_name"],
+    }
+    return row_target(doc["emotion"], row)
 
 
 def doc_to_visual(doc: dict[str, Any]) -> list[Any]:
@@ -150,3 +200,21 @@ def _report(records: Sequence[dict[str, Any]], scores: dict[str, Any], args: Any
         )  # fmt: skip
         write_audit_jsonl(folder / f"{prefix}_{stamp}_predictions.jsonl", rows)
         atomic_write_text(folder / f"{prefix}_{stamp}_summary.json", json.dumps(scores, indent=2))
+
+
+# ------------------------------------------------------------------------------------------------ judge stage
+def judge_run_predictions(records: Sequence[dict[str, Any]], settings: MultiEmoSettings | None, out_dir: Any) -> Any:
+    """The optional LLM-as-a-judge second stage over this run's answers (`emo-tasks judge --multiemo-judge`):
+    `judge_stage.judge_run_predictions`; returns the judged metrics (the judge's scores, not the model's)."""
+    from .judge_stage import judge_run_predictions as judge
+
+    return judge(records, settings, out_dir)
+
+
+def judge_plan(records: Sequence[dict[str, Any]], settings: MultiEmoSettings | None = None, engine: Any = None) -> Any:
+    """The dry run of `judge_run_predictions` (`judge_stage.plan`): one dict for its agent, "multiemo_judge".
+    (Not named `plan`: the main task sends nothing, so a dry run of the stage without --multiemo-judge lists no
+    MultiEmo-Bench agent.)"""
+    from .judge_stage import plan
+
+    return plan(records, settings, engine)

@@ -9,6 +9,10 @@ position.  The judged rows are written in the predictions format, so they can be
 
 Inputs: our `emo_tasks_judge/multiemo_<time>_predictions.jsonl` files or lmms-eval `--log_samples` files
 (`*_samples_multiemo*.jsonl`, the record under "precision_ours"); the shape is detected per line.
+
+`emo-tasks judge RUN_DIR --multiemo-judge` runs the same judge over ONE run's answers (`judge_run_predictions`,
+the run's model as the only candidate; `plan` is its dry run).  Its metrics are the judge's scores, reported apart
+from the model's own.
 """
 
 from __future__ import annotations
@@ -17,21 +21,23 @@ import argparse
 import hashlib
 import json
 import logging
+import math
 import random
 import re
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from emo_tasks.common import DataError, iter_jsonl, load_yaml
 from emo_tasks.settings import SettingsError, environ
-from judges import ImagePart, JudgeRequest, run_batch, user_message
+from judges import BatchStats, ImagePart, JudgeRequest, run_batch, user_message
 from judges.config import JudgeConfigError
 
 from . import scoring
 from .baseline import json_safe
-from .data import EMOTIONS, image_result, load_images
+from .data import EMOTIONS, data_file, image_result, load_images
 from .settings import MultiEmoSettings
 
 PROMPT_FILE = Path(__file__).with_name("judge_stage.yml")
@@ -204,6 +210,68 @@ def build_requests(
     return out
 
 
+def judge_rows(
+    evaluated: Sequence[dict[str, Any]],
+    predictions: Sequence[dict[Item, dict[str, Any]]],
+    *,
+    seed: int = 0,
+    progress: bool | None = None,
+    settings: MultiEmoSettings,
+    desc: str = "multiemo judge stage",
+) -> tuple[list[dict[str, Any]], int, BatchStats]:
+    """Ask the judge about every (image, emotion) of `evaluated` that has a candidate, through the engine of
+    `settings` (its answer cache), and return (rows, number of requests, the batch's BatchStats).  `rows`: 8 per
+    image, in `evaluated` then EMOTIONS order, in the predictions format (`score` None with parse_status
+    "judge_failed" or "no_candidates" when there is no usable judged score)."""
+    pairs = build_requests(evaluated, predictions, seed=seed, judge_model=settings.judge_model)
+    batch = run_batch([req for _, req in pairs], desc=desc, progress=progress, settings=settings.engine)
+
+    judged: dict[Item, dict[str, Any]] = {}
+    for (key, _), result in zip(pairs, batch, strict=True):
+        n_candidates = sum(key in p for p in predictions)
+        score = parse_final_score(result.text) if result.ok else None
+        judged[key] = {
+            "image_id": key[0],
+            "emotion": key[1],
+            "score": score,
+            "reason": conclusion_of(result.text) if score is not None else None,
+            "parse_status": "parsed" if score is not None else "judge_failed",
+            "answer": result.text,
+            "n_candidates": n_candidates,
+            "judge_model": result.model,
+            "judge_error": None if score is not None else (result.error or "no final score"),
+        }
+    rows: list[dict[str, Any]] = []
+    for img in evaluated:
+        for emotion in EMOTIONS:
+            rows.append(
+                judged.get((img["image_id"], emotion))
+                or {
+                    "image_id": img["image_id"],
+                    "emotion": emotion,
+                    "score": None,
+                    "reason": None,
+                    "parse_status": "no_candidates",
+                    "answer": None,
+                    "n_candidates": 0,
+                    "judge_model": None,
+                    "judge_error": None,
+                }
+            )
+    return rows, len(pairs), batch.stats
+
+
+def judged_images(evaluated: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]]) -> list[scoring.ImageResult]:
+    """One ImageResult per image from its 8 judged rows (`judge_rows` order); `n_parse_failed`: its rows without a
+    usable judged score."""
+    n = len(EMOTIONS)
+    out = []
+    for i, img in enumerate(evaluated):
+        scores = [row["score"] for row in rows[i * n : (i + 1) * n]]
+        out.append(image_result(img, scores, sum(score is None for score in scores)))
+    return out
+
+
 # ------------------------------------------------------------------------------------------------ the stage
 def run_judge_stage(
     data_path: str | Path,
@@ -233,55 +301,214 @@ def run_judge_stage(
                 "were these predictions made on another data file?"
             )
     evaluated = [img for img in images if any(img["image_id"] in p.image_ids for p in predictions)]
-    pairs = build_requests(evaluated, predictions, seed=seed, judge_model=settings.judge_model)
-    batch = run_batch(
-        [req for _, req in pairs], desc="multiemo judge stage", progress=progress, settings=settings.engine
-    )
-
-    judged: dict[Item, dict[str, Any]] = {}
-    for (key, _), result in zip(pairs, batch, strict=True):
-        n_candidates = sum(key in p for p in predictions)
-        score = parse_final_score(result.text) if result.ok else None
-        judged[key] = {
-            "image_id": key[0],
-            "emotion": key[1],
-            "score": score,
-            "reason": conclusion_of(result.text) if score is not None else None,
-            "parse_status": "parsed" if score is not None else "judge_failed",
-            "answer": result.text,
-            "n_candidates": n_candidates,
-            "judge_model": result.model,
-            "judge_error": None if score is not None else (result.error or "no final score"),
-        }
-    rows: list[dict[str, Any]] = []
-    results: list[scoring.ImageResult] = []
-    for img in evaluated:
-        scores = []
-        for emotion in EMOTIONS:
-            row = judged.get((img["image_id"], emotion)) or {
-                "image_id": img["image_id"],
-                "emotion": emotion,
-                "score": None,
-                "reason": None,
-                "parse_status": "no_candidates",
-                "answer": None,
-                "n_candidates": 0,
-                "judge_model": None,
-                "judge_error": None,
-            }
-            rows.append(row)
-            scores.append(row["score"])
-        results.append(image_result(img, scores))
-    metrics = dict(scoring.score_images(results))
+    rows, n_items, _stats = judge_rows(evaluated, predictions, seed=seed, progress=progress, settings=settings)
+    metrics = dict(scoring.score_images(judged_images(evaluated, rows)))
     metrics.update(
         n_models=len(predictions),
-        n_items=len(pairs),
+        n_items=n_items,
         n_judge_failed=sum(r["parse_status"] == "judge_failed" for r in rows),
         n_no_candidates=sum(r["parse_status"] == "no_candidates" for r in rows),
         n_inputs_unparsed=sum(p.n_unparsed for p in predictions),
         judge_model=settings.judge_model,
     )
     return rows, metrics
+
+
+# ------------------------------------------------------------------------------------------ one run's answers
+#: The dry run's name for this stage's one agent.
+AGENT = "multiemo_judge"
+#: Where the judged rows and summary go, under the stage's output folder (as the in-process predictions do).
+JUDGE_FOLDER = "emo_tasks_judge"
+
+
+def run_predictions(records: Sequence[dict[str, Any]]) -> dict[Item, dict[str, Any]]:
+    """One run's `process_results` records as the judge's candidates: {(image_id, emotion): {score, reason}} for
+    the answers with a usable score (the others get no judge request: their judged score stays missing)."""
+    out: dict[Item, dict[str, Any]] = {}
+    for r in records:
+        if r["parse_status"] == "parsed" and _is_score(r["predicted_score"]):
+            out[(r["image_id"], r["emotion"])] = {"score": float(r["predicted_score"]), "reason": r.get("reason")}
+    return out
+
+
+def _run_settings(records: Sequence[dict[str, Any]], settings: MultiEmoSettings | None) -> MultiEmoSettings:
+    from . import hooks
+
+    sources = sorted({r.get("data_source", "benchmark") for r in records}) or ["benchmark"]
+    if len(sources) > 1:
+        raise ValueError(f"MultiEmo-Bench records of one task expected, got the sources {sources}")
+    if settings is None:
+        got = hooks.loaded(sources[0])
+        if got is None:
+            raise ValueError(f"no MultiEmo-Bench {sources[0]} data loaded: call hooks.load_task first or pass settings")
+        return got.settings
+    if settings.source != sources[0]:
+        raise ValueError(f"the records are from the {sources[0]} data, the settings are for the {settings.source} data")
+    return settings
+
+
+def _run_images(records: Sequence[dict[str, Any]], settings: MultiEmoSettings) -> list[dict[str, Any]]:
+    """The image rows the records answer, in data order: those `load_task` registered for these settings, else
+    the data file's."""
+    from . import hooks
+
+    got = hooks.loaded(settings.source)
+    if got is not None and got.settings == settings:
+        by_id = dict(got.images)
+    else:
+        by_id = {img["image_id"]: img for img in load_images(data_file(settings))}
+    ids = {r["image_id"] for r in records}
+    unknown = sorted(ids - by_id.keys())
+    if unknown:
+        raise DataError(
+            f"{len(unknown)} answered MultiEmo-Bench image ids are not in the {settings.source} data "
+            f"(e.g. {unknown[0]!r}): were these answers made on another data file?"
+        )
+    return [img for img in by_id.values() if img["image_id"] in ids]
+
+
+def judge_run_predictions(
+    records: Sequence[dict[str, Any]],
+    settings: MultiEmoSettings | None,
+    out_dir: str | Path,
+    *,
+    progress: bool | None = None,
+) -> dict[str, Any]:
+    """The LLM-as-a-judge second stage over ONE run's answers (`emo-tasks judge --multiemo-judge`): the judge sees
+    each (image, emotion) with this model's (score, reason) as the only candidate, argues for and against it and
+    gives its own final score.  Returns the **judged** metrics: the judge's final scores scored exactly as a
+    model's answers are (`scoring.task_metrics`: the same keys as `hooks.evaluate`, named as in the metric table;
+    `n_parse_failed` counts the (image, emotion) items without a usable judged score, i.e. judge failures plus
+    answers that had no usable score to judge).  They are the judge's scores, not the model's: report them apart.
+
+    `records`: the task's `process_results` records (`hooks.process_results(doc, [filtered_resps])[...]`).
+    `settings`: the judge's engine (endpoint, answer cache in the emo-tasks cache folder) and model
+    (EMO_JUDGE_MODEL), and the data; None: the settings `hooks.load_task` read for the records' source.
+    Writes `<out_dir>/emo_tasks_judge/<multiemo|sample_multiemo>_<time>_judged_predictions.jsonl` (the judged rows,
+    readable by `load_predictions`) and `..._judged_summary.json` (the metrics and the judge's accounting),
+    atomically.
+    """
+    from emo_tasks.common import atomic_write_text
+
+    settings = _run_settings(records, settings)
+    images = _run_images(records, settings)
+    predictions = run_predictions(records)
+    rows, n_items, stats = judge_rows(
+        images, [predictions], progress=progress, settings=settings, desc="multiemo judge (one run)"
+    )
+    metrics = scoring.task_metrics(judged_images(images, rows), settings)
+
+    folder = Path(out_dir) / JUDGE_FOLDER
+    prefix = f"{'sample_multiemo' if settings.source == 'sample' else 'multiemo'}_{time.strftime('%Y%m%dT%H%M%S')}"
+    write_rows(folder / f"{prefix}_judged_predictions.jsonl", rows)
+    summary = {
+        "judged_metrics": metrics,
+        "judge_model": settings.judge_model,
+        "n_items": n_items,
+        "n_judge_failed": sum(r["parse_status"] == "judge_failed" for r in rows),
+        "n_no_candidates": sum(r["parse_status"] == "no_candidates" for r in rows),
+        "n_inputs_unparsed": len(records) - len(predictions),
+        "batch": stats.to_dict(),
+    }
+    atomic_write_text(folder / f"{prefix}_judged_summary.json", json.dumps(json_safe(summary), indent=2))
+    return metrics
+
+
+def plan(
+    records: Sequence[dict[str, Any]], settings: MultiEmoSettings | None = None, engine: Any = None
+) -> list[dict[str, Any]]:
+    """What `judge_run_predictions` would send, sending nothing (`emo-tasks judge --multiemo-judge --dry-run`): one
+    dict for its one agent, in the shape of MME-Emotion's plan: `{"agent": "multiemo_judge", "model", "requests",
+    "unique_requests", "cached", "to_send", "estimated", "input_tokens", "max_tokens", "output_tokens_max",
+    "output_tokens_cached"}`.
+
+    Every request is exact (its prompt is the run's own answer), so `estimated` is 0.  `cached`: requests the
+    engine's answer cache holds (`engine.lookup`); `to_send`: distinct requests not cached; `input_tokens`: over
+    those, o200k text tokens plus each image's tokens at the size it is sent (`judges.media.image_tokens`);
+    `max_tokens` / `output_tokens_max`: None, unbounded (these requests set no max_tokens);
+    `output_tokens_cached`: the cached answers' completion tokens.  `engine`: a `judges.JudgeEngine` (default: the
+    shared one for the settings)."""
+    from judges.engine import get_engine
+
+    settings = _run_settings(records, settings)
+    engine = get_engine(settings.engine) if engine is None else engine
+    images = _run_images(records, settings)
+    requests = [req for _, req in build_requests(images, [run_predictions(records)], judge_model=settings.judge_model)]
+    hits = engine.lookup(requests)
+    seen: set[str] = set()
+    to_send: list[JudgeRequest] = []
+    cached_output = 0
+    for req, hit in zip(requests, hits, strict=True):
+        key = req.cache_key()
+        if key in seen:
+            continue
+        seen.add(key)
+        if hit is None:
+            to_send.append(req)
+        else:
+            cached_output += hit.completion_tokens
+    max_tokens = requests[0].max_tokens if requests else None
+    return [
+        {
+            "agent": AGENT,
+            "model": settings.judge_model,
+            "requests": len(requests),
+            "unique_requests": len(seen),
+            "cached": sum(hit is not None for hit in hits),
+            "to_send": len(to_send),
+            "estimated": 0,
+            "input_tokens": input_tokens(to_send),
+            "max_tokens": max_tokens,
+            "output_tokens_max": None if max_tokens is None else len(to_send) * max_tokens,
+            "output_tokens_cached": cached_output,
+        }
+    ]
+
+
+def input_tokens(requests: Sequence[JudgeRequest]) -> int:
+    """Estimated prompt tokens of `requests`: o200k_base tokens of every text part, plus each image's tokens at the
+    size it is sent (its longest side cut to the part's max_side) by `judges.media.image_tokens`.  The chat
+    framing (a few tokens per message) is not counted."""
+    from emo_tasks.tokens import count_tokens
+    from judges.media import image_tokens
+
+    texts: list[str] = []
+    image_total = 0
+    sizes: dict[str, tuple[int, int]] = {}
+    for req in requests:
+        for message in req.messages:
+            content = message.get("content")
+            for part in content if isinstance(content, list) else [content]:
+                if isinstance(part, str):
+                    texts.append(part)
+                elif isinstance(part, dict) and part.get("type") == "text":
+                    texts.append(str(part.get("text") or ""))
+                elif isinstance(part, ImagePart):
+                    key = str(part.source)
+                    if key not in sizes:
+                        sizes[key] = _sent_size(part)
+                    image_total += image_tokens(*sizes[key], part.detail)
+    return sum(count_tokens(texts)) + image_total
+
+
+def _sent_size(part: ImagePart) -> tuple[int, int]:
+    """(width, height) of an image part as it is sent: PIL's `thumbnail` to max_side, read from the file header."""
+    from PIL import Image
+
+    with Image.open(part.source) as img:
+        width, height = img.size
+    side = part.max_side
+    if not side or max(width, height) <= side:
+        return width, height
+    # PIL's thumbnail((side, side)): keep the aspect ratio, round to the size closest to it, at least 1
+    aspect = width / height
+    if aspect >= 1:
+        return side, _closest(side / aspect, lambda n: abs(aspect - side / n) if n else math.inf)
+    return _closest(side * aspect, lambda n: abs(aspect - n / side)), side
+
+
+def _closest(value: float, key: Any) -> int:
+    return max(min(math.floor(value), math.ceil(value), key=key), 1)
 
 
 def write_rows(path: str | Path, rows: Sequence[dict[str, Any]]) -> Path:

@@ -1,7 +1,14 @@
 """The names MultiEmo-Bench's YAML files reference with `!function utils.<name>` (the code lives in
 emo_tasks.multiemo.hooks, so its state is shared: lmms-eval loads this file by path, once per YAML)."""
 
-from emo_tasks.multiemo.hooks import doc_to_text, doc_to_visual, evaluate, process_docs, process_results  # noqa: F401
+from emo_tasks.multiemo.hooks import (  # noqa: F401
+    doc_to_target,
+    doc_to_text,
+    doc_to_visual,
+    evaluate,
+    process_docs,
+    process_results,
+)
 from emo_tasks.multiemo.scoring import TABLE
 
 # The YAMLs' `aggregation: !function utils.agg_<metric>` need one module attribute per metric.  They are derived

@@ -17,6 +17,7 @@ from typing import Any
 from emo_tasks.common import DataError, hub_snapshot, iter_jsonl
 from emo_tasks.datafiles import check_listed_files
 from emo_tasks.images import image_path as resolve_image
+from emo_tasks.images import portable_name
 
 from .sample import sample_file
 from .scoring import DIMENSIONS, LABELS
@@ -119,6 +120,7 @@ def load_docs(path: Path, source: str = "benchmark") -> list[dict[str, Any]]:
                 "pair_id": row_id.split(" ", 1)[1].strip("'") if " " in row_id else row_id,
                 "row": i,
                 "image_path": str(image_path),
+                "image_name": portable_name(image, path),
                 "statement": statement,
                 "label": label,
                 "dimension": dimension,

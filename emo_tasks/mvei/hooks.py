@@ -2,16 +2,22 @@
 
 Each pair is asked `repeats: 3` times (sampling on); the task's `take_first_k` filter hands all three answers to
 `process_results`, which parses each (the authors' rule and our strict one) and records the majority.
+
+The judge stage (`emo-tasks judge RUN_DIR`) re-scores a `--predict_only --log_samples` run with the same hooks:
+`load_task` (the docs, in process_docs' order: doc_id = index), `doc_to_target` and `doc_to_text` (to check that
+each logged answer belongs to the same row and prompt), `process_results(doc, [filtered_resps])` (a samples file's
+`filtered_resps` is the three answers, `[a1, a2, a3]`) and `evaluate(records, args)`.  MVEI needs no judge: the
+stage is the in-process scoring over the logged answers, so both give the same numbers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.common import LastResult, load_yaml
-from emo_tasks.datafiles import LoadedSources, placeholder_source
+from emo_tasks.common import LastResult, load_yaml, placeholder_name, row_target
+from emo_tasks.datafiles import LoadedSources, dataset_source
 from emo_tasks.images import load_image
 from emo_tasks.settings import environ
 
@@ -20,22 +26,38 @@ from .data import data_file, load_docs
 from .settings import MVEISettings
 
 PROTOCOL_FILE = Path(__file__).with_name("protocol.yml")
+#: The doc fields that identify a pair in `doc_to_target` (portable: no machine's absolute path).
+TARGET_FIELDS = ("pair_id", "statement", "dimension", "label", "data_source", "image_name")
 
 #: The settings each source was loaded with: part of the aggregation's memo key.
 _loaded: LoadedSources[MVEISettings] = LoadedSources()
 
 
-def process_docs(dataset: Any) -> Any:
-    """Replace lmms-eval's placeholder row (`dataset_name: mvei/<benchmark|sample>`) with the validated pairs.
+def load_task(dataset_name: str, env: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The validated pairs of a task's `dataset_name` ("mvei/benchmark" | "mvei/sample") as lmms-eval docs, in
+    order (doc_id = index), with the settings read from `env`; the settings are registered for `evaluate`.
 
-    The settings are read from the environment here, before any inference: a bad value stops the run now."""
-    import datasets
-
-    source = placeholder_source(dataset, "MVEI", "mvei")
-    settings = MVEISettings.from_env(environ(), source)
+    A bad setting or row stops here (SettingsError / DataError naming it), before any inference."""
+    source = dataset_source(dataset_name, "mvei")
+    settings = MVEISettings.from_env(env, source)
     docs = load_docs(data_file(settings), source=source)
     _loaded.put(source, settings)
-    return datasets.Dataset.from_list(docs)
+    return docs
+
+
+def process_docs(dataset: Any) -> Any:
+    """Replace lmms-eval's placeholder row (`dataset_name: mvei/<benchmark|sample>`) with the validated pairs
+    (`load_task` with the process environment)."""
+    import datasets
+
+    return datasets.Dataset.from_list(load_task(placeholder_name(dataset, "MVEI"), environ()))
+
+
+def doc_to_target(doc: dict[str, Any]) -> str:
+    """The label plus a hash of the pair's portable content (`TARGET_FIELDS`, `emo_tasks.common.row_target`):
+    lmms-eval logs it per sample even with --predict_only, so the judge stage can prove an answer is mapped back
+    to the same pair (a changed label, statement or image name changes it; another copy of the data does not)."""
+    return row_target(doc["label"], {key: doc[key] for key in TARGET_FIELDS})
 
 
 def doc_to_visual(doc: dict[str, Any]) -> list[Any]:
