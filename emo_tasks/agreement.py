@@ -1,0 +1,604 @@
+"""Judge-vs-judge calibration: `emo-tasks agreement RUN_A RUN_B` on two judged results of the same answers.
+
+Can an open judge (say Qwen2.5-VL-72B) stand in for the paper's GPT-4o?  Judge the same answers with both and
+compare the two MME-Emotion per-sample judge logs:
+
+- input: the newest `emo_tasks_judge/[sample_]<task>_<stamp>_judge.jsonl` per task of each run (as
+  `emo_tasks.mme_emotion.results.judge_logs` finds them) and the `_summary.json` beside it (alpha, judge models).
+  A path may hold several judged results (`RUN/emo_tasks_judge/`, `RUN/judged/<slug>/emo_tasks_judge/`, ...):
+  the newest one (newest log stamp) is used and the choice is printed on stderr;
+- pairing: samples by (task, row) that are `scored` in both runs and show the same video and answer; samples
+  judged in only one run, not scored in one (judge_failed / offline), or with different answers are counted and
+  left out;
+- (a) `steps`: per-step rating agreement, every step's value (num/den, den 0 -> 0) paired step by step, over the
+  pairs whose two judges rated the same number of steps (the others are counted in `n_count_mismatch`);
+- (b) `last_step`: the same on the last rating (recognition) of every pair;
+- (c) `scores`: Rec-S, Rea-S, CoT-S (x100, alpha from each run's summary, default 0.5) of each judge over the
+  pairs, and the seeded paired bootstrap (`emo_tasks.stats.paired_bootstrap`) of B - A.
+
+(a) and (b) report n, Spearman's rho, Cohen's kappa (each distinct value, rounded to 9 decimals, is a category),
+the ICC (default ICC(2,1): absolute agreement, so a harsher judge disagrees) and the mean offset B - A.  A measure
+that is undefined (constant ratings, fewer than two values) is null with a note; it never stops the report.
+
+Exit codes: 0 ok; 2 the runs share no sample scored in both, or both paths resolve to the same judged result (the
+reason is printed); 3 unreadable input (a path that is missing or holds no judge log, a malformed log line or
+summary).
+
+JSON (`--format json`), schema `emo-tasks/judge-agreement/1`::
+
+    {
+      "schema": "emo-tasks/judge-agreement/1",
+      "icc_form": "ICC(2,1)", "resamples": 1000, "seed": 0, "level": 0.95,
+      "runs": {"a": Run, "b": Run},
+      "tasks": [Block, ...],          # one per task judged in either run, in the paper's order
+      "overall": Block,               # every task's pairs pooled (task = "overall")
+      "notes": [str, ...]             # run-level remarks (different alpha or protocol, same judge model, ...)
+    }
+    Run = {
+      "path": str,                    # as given
+      "results_dir": str,             # the folder whose emo_tasks_judge/ was read
+      "candidates": [str, ...],       # every judged result found under `path` (newest first)
+      "logs": {task: str},            # the judge log used per task
+      "judge_models": {task: {role: model} | null},
+      "alpha": {task: float},         # from the summary; 0.5 when it has none
+      "judge_protocol": {task: str | null}
+    }
+    Block = {
+      "task": str, "title": str,      # "mme_emotion_er_lab", "ER-Lab" ("[sample]" for the sample tasks)
+      "status": {"a": {status: count}, "b": {status: count}},   # every row of the task in each log
+      "n_paired": int,                # scored in both, same answer: the samples of (b) and (c)
+      "n_only_a": int, "n_only_b": int,                         # judged in one run only
+      "n_not_scored": int,            # in both logs, not scored in at least one (judge_failed / offline)
+      "n_answer_mismatch": int,       # in both, scored, but a different video or answer: left out
+      "n_count_mismatch": int,        # paired, different numbers of ratings: left out of "steps"
+      "steps": Agreement, "last_step": Agreement,
+      "scores": {"rec_s": Score, "rea_s": Score, "cot_s": Score}
+    }
+    Agreement = {"n": int, "spearman": float | null, "cohen_kappa": float | null, "icc": float | null,
+                 "mean_offset": float | null, "notes": [str, ...]}    # n: rating pairs; offset = mean(B - A)
+    Score = {"n": int, "a": float | null, "b": float | null, "delta": float | null,   # delta = b - a
+             "ci_low": float | null, "ci_high": float | null, "p_value": float | null}
+
+Files in, files out: no network.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import stats
+from .mme_emotion.protocol import spec_for
+from .mme_emotion.results import TASKS, TITLES, judge_logs
+from .mme_emotion.scoring import DEFAULT_ALPHA, TABLE, rating_value
+
+SCHEMA = "emo-tasks/judge-agreement/1"
+LEVEL = 0.95
+_SCORES = ("rec_s", "rea_s", "cot_s")
+_SCORE_TITLES = {"rec_s": "Rec-S", "rea_s": "Rea-S", "cot_s": "CoT-S"}
+_LOG_SUFFIX = "_judge.jsonl"
+
+Key = tuple[str, int]  # (leaf task, row)
+
+
+class InputError(Exception):
+    """A path or file that cannot be read as a judged MME-Emotion run (exit 3)."""
+
+
+@dataclass
+class JudgedRun:
+    """The newest judged result under a path: its per-task logs, summaries and rows."""
+
+    path: Path
+    folder: Path
+    candidates: list[Path]
+    logs: dict[str, Path] = field(default_factory=dict)  # leaf task -> log
+    summaries: dict[str, dict[str, Any]] = field(default_factory=dict)
+    alpha: dict[str, float] = field(default_factory=dict)
+    rows: dict[Key, dict[str, Any]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------------------------------- input
+def is_run_form(a: str, b: str) -> bool:
+    """True when `agreement` was given run folders (either argument is a directory) rather than rating files."""
+    return Path(a).is_dir() or Path(b).is_dir()
+
+
+def _stamp(log: Path) -> str:
+    return log.name[: -len(_LOG_SUFFIX)].rsplit("_", 1)[-1]
+
+
+def _newest_key(folder: Path) -> tuple[str, float, str]:
+    logs = list(judge_logs(folder).values())
+    return (max(_stamp(p) for p in logs), max(p.stat().st_mtime for p in logs), str(folder))
+
+
+def find_results(path: Path) -> list[Path]:
+    """Every folder at or under `path` with MME-Emotion judge logs in its `emo_tasks_judge/`, newest first."""
+    if not path.exists():
+        raise InputError(f"{path}: no such directory")
+    if not path.is_dir():
+        raise InputError(f"{path}: not a directory (give two run folders, or two JSONL rating files)")
+    if path.name == "emo_tasks_judge":
+        path = path.parent
+    try:
+        found = {p.parent for p in path.rglob("emo_tasks_judge") if p.is_dir()}
+        if (path / "emo_tasks_judge").is_dir():
+            found.add(path)
+        folders = [f for f in found if judge_logs(f)]
+        return sorted(folders, key=_newest_key, reverse=True)
+    except OSError as exc:
+        raise InputError(f"{path}: {exc}") from exc
+
+
+def _read_log(log: Path) -> list[tuple[int, dict[str, Any]]]:
+    try:
+        lines = log.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{log}: {exc}") from exc
+    out = []
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            raise InputError(f"{log}:{i}: not valid JSON ({exc})") from exc
+        if not isinstance(obj, dict):
+            raise InputError(f"{log}:{i}: expected a JSON object, got {type(obj).__name__}")
+        out.append((i, obj))
+    return out
+
+
+def _check_row(log: Path, line: int, row: dict[str, Any]) -> None:
+    """A scored row must carry ratings [[num, den], ...] (at least one) and a recognition."""
+    where = f"{log}:{line}"
+    if not isinstance(row.get("status"), str):
+        raise InputError(f"{where}: no 'status'")
+    if row["status"] != "scored":
+        return
+    ratings = row.get("ratings")
+    if not isinstance(ratings, list) or not ratings:
+        raise InputError(f"{where}: a scored sample needs 'ratings' [[num, den], ...] with at least one rating")
+    for r in ratings:
+        if (
+            not isinstance(r, list | tuple)
+            or len(r) != 2
+            or not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in r)
+        ):
+            raise InputError(f"{where}: each rating must be [numerator, denominator], got {r!r}")
+    if not isinstance(row.get("recognition"), int | float):
+        raise InputError(f"{where}: a scored sample needs a numeric 'recognition'")
+
+
+def _read_summary(log: Path) -> dict[str, Any] | None:
+    summary_file = log.with_name(log.name[: -len(_LOG_SUFFIX)] + "_summary.json")
+    if not summary_file.exists():
+        return None
+    try:
+        summary = json.loads(summary_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{summary_file}: not readable JSON ({exc})") from exc
+    if not isinstance(summary, dict):
+        raise InputError(f"{summary_file}: expected a JSON object")
+    return summary
+
+
+def load_run(path: str | Path) -> JudgedRun:
+    """The newest judged result at or under `path`, every task's newest log read and checked."""
+    path = Path(path)
+    candidates = find_results(path)
+    if not candidates:
+        raise InputError(
+            f"{path}: no MME-Emotion judge log (expected **/emo_tasks_judge/[sample_]<task>_<stamp>_judge.jsonl; "
+            "run lmms-eval with --output_path, or `emo-tasks judge`)"
+        )
+    run = JudgedRun(path=path, folder=candidates[0], candidates=candidates)
+    run.logs = {t: log for t, log in sorted(judge_logs(run.folder).items(), key=lambda kv: _task_order(kv[0]))}
+    for task, log in run.logs.items():
+        summary = _read_summary(log)
+        if summary is None:
+            run.notes.append(f"{task}: no {log.name[: -len(_LOG_SUFFIX)]}_summary.json; alpha {DEFAULT_ALPHA}")
+            summary = {}
+        alpha = summary.get("alpha", DEFAULT_ALPHA)
+        alpha = DEFAULT_ALPHA if alpha is None else alpha
+        if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0.0 <= alpha <= 1.0:
+            raise InputError(f"{log.name[: -len(_LOG_SUFFIX)]}_summary.json: alpha must be in [0, 1], got {alpha!r}")
+        run.summaries[task], run.alpha[task] = summary, float(alpha)
+        base = task.replace("mme_emotion_sample_", "mme_emotion_", 1)
+        for line, row in _read_log(log):
+            try:
+                mine = spec_for(str(row["task"])).task == base
+                key = (task, int(row["row"]))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise InputError(f"{log}:{line}: needs a known 'task' and an integer 'row' ({exc})") from exc
+            if not mine:
+                continue
+            _check_row(log, line, row)
+            if key in run.rows:
+                raise InputError(f"{log}:{line}: row {key[1]} of {task} appears twice")
+            run.rows[key] = {**row, "alpha": float(alpha)}
+    return run
+
+
+def _task_order(task: str) -> tuple[int, str]:
+    return (TASKS.index(task) if task in TASKS else len(TASKS), task)
+
+
+# -------------------------------------------------------------------------------------------------- statistics
+def _values(row: Mapping[str, Any]) -> list[float]:
+    return [rating_value(n, d) for n, d in row["ratings"]]
+
+
+def rating_agreement(a: Sequence[float], b: Sequence[float], icc_form: str = "ICC(2,1)") -> dict[str, Any]:
+    """n, Spearman, Cohen's kappa, ICC and mean offset (B - A) of paired ratings; undefined measures are null with
+    a note (constant ratings, fewer than two pairs)."""
+    out: dict[str, Any] = {
+        "n": len(a),
+        "spearman": None,
+        "cohen_kappa": None,
+        "icc": None,
+        "mean_offset": None,
+        "notes": [],
+    }
+    if not a:
+        out["notes"].append("no rating pairs")
+        return out
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    out["mean_offset"] = float(np.mean(y - x))
+    measures: dict[str, Callable[[], float]] = {
+        "spearman": lambda: stats.spearman(x, y),
+        "cohen_kappa": lambda: stats.cohen_kappa(np.round(x, 9).tolist(), np.round(y, 9).tolist()),
+        "icc": lambda: stats.icc(np.column_stack([x, y]), icc_form),
+    }
+    for name, fn in measures.items():
+        try:
+            out[name] = fn()
+        except ValueError as exc:
+            out["notes"].append(f"{name} undefined: {exc}")
+    return out
+
+
+def score_difference(a: Sequence[float], b: Sequence[float], resamples: int, seed: int) -> dict[str, Any]:
+    """Means of A and B and the seeded paired bootstrap of B - A (all null without pairs)."""
+    if not a:
+        return {"n": 0, **dict.fromkeys(("a", "b", "delta", "ci_low", "ci_high", "p_value"))}
+    r = stats.paired_bootstrap(a, b, n_resamples=resamples, level=LEVEL, seed=seed)
+    return {
+        "n": r.n,
+        "a": float(np.mean(a)),
+        "b": float(np.mean(b)),
+        "delta": r.delta,
+        "ci_low": r.low,
+        "ci_high": r.high,
+        "p_value": r.p_value,
+    }
+
+
+@dataclass
+class _Pool:
+    """The paired values of one task (or of all tasks)."""
+
+    steps: tuple[list[float], list[float]] = field(default_factory=lambda: ([], []))
+    last: tuple[list[float], list[float]] = field(default_factory=lambda: ([], []))
+    scores: dict[str, tuple[list[float], list[float]]] = field(default_factory=lambda: {m: ([], []) for m in _SCORES})
+    counts: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(
+            ("n_paired", "n_only_a", "n_only_b", "n_not_scored", "n_answer_mismatch", "n_count_mismatch"), 0
+        )
+    )
+    status: dict[str, dict[str, int]] = field(default_factory=lambda: {"a": {}, "b": {}})
+
+    def extend(self, other: _Pool) -> None:
+        for mine, theirs in ((self.steps, other.steps), (self.last, other.last)):
+            mine[0].extend(theirs[0])
+            mine[1].extend(theirs[1])
+        for m in _SCORES:
+            self.scores[m][0].extend(other.scores[m][0])
+            self.scores[m][1].extend(other.scores[m][1])
+        for k, v in other.counts.items():
+            self.counts[k] += v
+        for side in ("a", "b"):
+            for s, v in other.status[side].items():
+                self.status[side][s] = self.status[side].get(s, 0) + v
+
+
+def _same_answer(ra: Mapping[str, Any], rb: Mapping[str, Any]) -> bool:
+    return all(ra.get(k) == rb.get(k) for k in ("video_id", "answer") if k in ra and k in rb)
+
+
+def _pool(task: str, a: JudgedRun, b: JudgedRun) -> _Pool:
+    pool = _Pool()
+    keys_a = sorted(k for k in a.rows if k[0] == task)
+    keys_b = {k for k in b.rows if k[0] == task}
+    for side, run, keys in (("a", a, keys_a), ("b", b, keys_b)):
+        for k in keys:
+            s = str(run.rows[k]["status"])
+            pool.status[side][s] = pool.status[side].get(s, 0) + 1
+    pool.counts["n_only_a"] = sum(1 for k in keys_a if k not in keys_b)
+    pool.counts["n_only_b"] = len(keys_b - set(keys_a))
+    metrics = {m: TABLE[m].per_sample for m in _SCORES}
+    for k in keys_a:
+        if k not in keys_b:
+            continue
+        ra, rb = a.rows[k], b.rows[k]
+        if ra["status"] != "scored" or rb["status"] != "scored":
+            pool.counts["n_not_scored"] += 1
+            continue
+        if not _same_answer(ra, rb):
+            pool.counts["n_answer_mismatch"] += 1
+            continue
+        pool.counts["n_paired"] += 1
+        va, vb = _values(ra), _values(rb)
+        if len(va) == len(vb):
+            pool.steps[0].extend(va)
+            pool.steps[1].extend(vb)
+        else:
+            pool.counts["n_count_mismatch"] += 1
+        pool.last[0].append(va[-1])
+        pool.last[1].append(vb[-1])
+        for m, fn in metrics.items():
+            sa, sb = fn(ra), fn(rb)
+            if sa is not None and sb is not None:
+                pool.scores[m][0].append(float(sa))
+                pool.scores[m][1].append(float(sb))
+    return pool
+
+
+def _block(task: str, title: str, pool: _Pool, icc_form: str, resamples: int, seed: int) -> dict[str, Any]:
+    return {
+        "task": task,
+        "title": title,
+        "status": {side: dict(sorted(pool.status[side].items())) for side in ("a", "b")},
+        **pool.counts,
+        "steps": rating_agreement(*pool.steps, icc_form=icc_form),
+        "last_step": rating_agreement(*pool.last, icc_form=icc_form),
+        "scores": {m: score_difference(*pool.scores[m], resamples, seed) for m in _SCORES},
+    }
+
+
+def _title(task: str) -> str:
+    return TITLES.get(task, task) + (" [sample]" if task.startswith("mme_emotion_sample_") else "")
+
+
+def _run_doc(run: JudgedRun) -> dict[str, Any]:
+    return {
+        "path": str(run.path),
+        "results_dir": str(run.folder),
+        "candidates": [str(c) for c in run.candidates],
+        "logs": {t: str(p) for t, p in run.logs.items()},
+        "judge_models": {t: s.get("judge_models") for t, s in run.summaries.items()},
+        "alpha": dict(run.alpha),
+        "judge_protocol": {t: s.get("judge_protocol") for t, s in run.summaries.items()},
+    }
+
+
+def _run_notes(a: JudgedRun, b: JudgedRun) -> list[str]:
+    notes = [f"A: {n}" for n in a.notes] + [f"B: {n}" for n in b.notes]
+    for task in sorted(set(a.logs) & set(b.logs), key=_task_order):
+        sa, sb = a.summaries[task], b.summaries[task]
+        if a.alpha[task] != b.alpha[task]:
+            notes.append(
+                f"{task}: alpha differs (A {a.alpha[task]}, B {b.alpha[task]}): the CoT-S difference mixes judge "
+                "and alpha"
+            )
+        for k in ("judge_protocol", "audio_clues", "data_source"):
+            if sa.get(k) != sb.get(k) and sa.get(k) is not None and sb.get(k) is not None:
+                notes.append(f"{task}: {k} differs (A {sa.get(k)}, B {sb.get(k)})")
+        if sa.get("judge_models") and sa.get("judge_models") == sb.get("judge_models"):
+            notes.append(
+                f"{task}: both runs used the same judge models {sa['judge_models']}: this measures run-to-run "
+                "consistency, not one judge against another"
+            )
+    return notes
+
+
+def compare_runs(
+    a: JudgedRun, b: JudgedRun, *, icc_form: str = "ICC(2,1)", resamples: int = 1000, seed: int = 0
+) -> dict[str, Any]:
+    """The JSON document of the module docstring for two loaded runs."""
+    if icc_form not in stats.ICC_FORMS:
+        raise ValueError(f"unknown ICC form {icc_form!r}")
+    tasks = sorted(set(a.logs) | set(b.logs), key=_task_order)
+    overall = _Pool()
+    blocks = []
+    for task in tasks:
+        pool = _pool(task, a, b)
+        overall.extend(pool)
+        blocks.append(_block(task, _title(task), pool, icc_form, resamples, seed))
+    return {
+        "schema": SCHEMA,
+        "icc_form": icc_form,
+        "resamples": resamples,
+        "seed": seed,
+        "level": LEVEL,
+        "runs": {"a": _run_doc(a), "b": _run_doc(b)},
+        "tasks": blocks,
+        "overall": _block("overall", "Overall", overall, icc_form, resamples, seed),
+        "notes": _run_notes(a, b),
+    }
+
+
+def no_overlap_reason(doc: Mapping[str, Any]) -> str | None:
+    """Why the runs share no scored sample (None when they share some)."""
+    o = doc["overall"]
+    if o["n_paired"]:
+        return None
+    tasks_a, tasks_b = set(doc["runs"]["a"]["logs"]), set(doc["runs"]["b"]["logs"])
+    scored_a, scored_b = o["status"]["a"].get("scored", 0), o["status"]["b"].get("scored", 0)
+    if not tasks_a & tasks_b:
+        return f"no task is judged in both runs (A: {', '.join(sorted(tasks_a))}; B: {', '.join(sorted(tasks_b))})"
+    if not scored_a or not scored_b:
+        side = "A" if not scored_a else "B"
+        st = o["status"]["a" if side == "A" else "b"]
+        return f"run {side} has no scored sample ({', '.join(f'{k} {v}' for k, v in st.items()) or 'no rows'})"
+    shared = o["n_not_scored"] + o["n_answer_mismatch"]
+    if not shared:
+        return "the runs judged no common sample (task, row): they are not judgements of the same answers"
+    parts = []
+    if o["n_not_scored"]:
+        parts.append(f"{o['n_not_scored']} not scored in one of the runs (judge_failed / offline)")
+    if o["n_answer_mismatch"]:
+        parts.append(f"{o['n_answer_mismatch']} with a different video or answer")
+    return f"of the {shared} samples judged in both runs, " + " and ".join(parts)
+
+
+# ------------------------------------------------------------------------------------------------------ output
+def _f(x: float | None, digits: int = 3, sign: bool = False) -> str:
+    if x is None:
+        return "n/a"
+    return f"{x:+.{digits}f}" if sign else f"{x:.{digits}f}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return lines
+
+
+def _models(run: Mapping[str, Any]) -> str:
+    seen: list[str] = []
+    missing = 0
+    for models in run["judge_models"].values():
+        if not models:
+            missing += 1
+            continue
+        text = ", ".join(f"{role} {m}" for role, m in models.items()) if isinstance(models, dict) else str(models)
+        if text not in seen:
+            seen.append(text)
+    if missing:
+        seen.append(f"not recorded for {missing} task{'s' if missing > 1 else ''}")
+    return "; ".join(seen)
+
+
+def render_text(doc: Mapping[str, Any]) -> str:
+    """The readable form: run headers, the rating-agreement table, the score table, notes, logs used."""
+    form = doc["icc_form"]
+    blocks = [*doc["tasks"], doc["overall"]]
+    out = []
+    for side in ("a", "b"):
+        run = doc["runs"][side]
+        st = doc["overall"]["status"][side]
+        counts = ", ".join(f"{k} {v}" for k, v in st.items()) or "no rows"
+        out.append(f"{side.upper()}: {run['results_dir']}  (judge models: {_models(run)}; samples: {counts})")
+    out.append("")
+    out.append(f"Rating agreement, B vs A (step values num/den; offset = mean B - A; {form})")
+    header = ["task", "pairs", "count-mismatch", "steps n", "rho", "kappa", "ICC", "offset"]
+    header += ["last n", "rho", "kappa", "ICC", "offset"]
+    rows = []
+    for blk in blocks:
+        row = [blk["title"], str(blk["n_paired"]), str(blk["n_count_mismatch"])]
+        for part in ("steps", "last_step"):
+            ag = blk[part]
+            row += [str(ag["n"]), _f(ag["spearman"]), _f(ag["cohen_kappa"]), _f(ag["icc"])]
+            row.append(_f(ag["mean_offset"], sign=True))
+        rows.append(row)
+    out += _table(header, rows)
+    out.append("")
+    pct = round(doc["level"] * 100)
+    out.append(
+        f"Scores x100 over the paired samples (B - A, {pct}% paired bootstrap CI, "
+        f"{doc['resamples']} resamples, seed {doc['seed']})"
+    )
+    rows = []
+    for blk in blocks:
+        for m in _SCORES:
+            s = blk["scores"][m]
+            ci = "n/a" if s["ci_low"] is None else f"[{s['ci_low']:+.2f}, {s['ci_high']:+.2f}]"
+            rows.append(
+                [
+                    blk["title"],
+                    _SCORE_TITLES[m],
+                    str(s["n"]),
+                    _f(s["a"], 2),
+                    _f(s["b"], 2),
+                    _f(s["delta"], 2, sign=True),
+                    ci,
+                    _f(s["p_value"], 4),
+                ]
+            )
+    out += _table(["task", "metric", "n", "A", "B", "B - A", f"{pct}% CI", "p"], rows)
+    notes = list(doc["notes"])
+    for blk in blocks:
+        left = [
+            f"{blk['n_only_a']} only in A" if blk["n_only_a"] else "",
+            f"{blk['n_only_b']} only in B" if blk["n_only_b"] else "",
+            f"{blk['n_not_scored']} not scored in A or B" if blk["n_not_scored"] else "",
+            f"{blk['n_answer_mismatch']} with different answers" if blk["n_answer_mismatch"] else "",
+        ]
+        if blk["task"] != "overall" and any(left):
+            notes.append(f"{blk['title']}: left out: " + ", ".join(p for p in left if p))
+        for part, name in (("steps", "steps"), ("last_step", "last step")):
+            notes += [f"{blk['title']} {name}: {n}" for n in blk[part]["notes"] if blk[part]["n"]]
+    if notes:
+        out += ["", "Notes:"] + [f"  - {n}" for n in notes]
+    out += ["", "Judge logs used:"]
+    for side in ("a", "b"):
+        for task, log in doc["runs"][side]["logs"].items():
+            out.append(f"  {side.upper()} {task}: {log}")
+    return "\n".join(out) + "\n"
+
+
+def run_cli(
+    path_a: str,
+    path_b: str,
+    *,
+    icc_form: str = "ICC(2,1)",
+    fmt: str = "text",
+    resamples: int = 1000,
+    seed: int = 0,
+    out: Any = None,
+    err: Any = None,
+) -> int:
+    """`emo-tasks agreement RUN_A RUN_B`: print the report; exit 0, 2 (no shared scored sample) or 3 (unreadable)."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        if resamples < 1:
+            raise InputError(f"--resamples must be at least 1, got {resamples}")
+        if not (Path(path_a).is_dir() and Path(path_b).is_dir()):
+            bad = path_b if Path(path_a).is_dir() else path_a
+            if not Path(bad).exists():
+                raise InputError(f"{bad}: no such directory")
+            raise InputError(
+                f"{bad}: not a run folder; give two judged run folders (judge vs judge) or two JSONL rating "
+                "files (judge vs human)"
+            )
+        runs = [load_run(path_a), load_run(path_b)]
+    except InputError as exc:
+        print(f"emo-tasks agreement: {exc}", file=err)
+        return 3
+    if runs[0].folder.resolve() == runs[1].folder.resolve():
+        print(
+            f"emo-tasks agreement: A and B are the same judged result, {runs[0].folder}; nothing to compare "
+            "(pass the two judges' folders, e.g. RUN/judged/<A> RUN/judged/<B>)",
+            file=err,
+        )
+        return 2
+    for side, run in zip("AB", runs, strict=True):
+        if len(run.candidates) > 1:
+            others = ", ".join(str(c) for c in run.candidates[1:])
+            print(
+                f"emo-tasks agreement: {side}: {len(run.candidates)} judged results under {run.path}; using the "
+                f"newest, {run.folder} (not: {others})",
+                file=err,
+            )
+    doc = compare_runs(*runs, icc_form=icc_form, resamples=resamples, seed=seed)
+    reason = no_overlap_reason(doc)
+    if reason:
+        print(f"emo-tasks agreement: the runs share no sample scored in both: {reason}", file=err)
+        return 2
+    if fmt == "json":
+        out.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    else:
+        out.write(render_text(doc))
+    return 0
