@@ -1,14 +1,19 @@
-"""`emo-tasks`: report / compare / agreement over lmms-eval output folders (files in, files out, offline).
+"""`emo-tasks`: judge / report / compare / agreement over lmms-eval output folders.
 
+    emo-tasks judge RUN_DIR [--tasks T,...] [--out DIR] [--judge-model M] [--step-model S] [--audio-model A]
+                    [--multiemo-judge] [--dry-run [--price MODEL=IN/OUT ...]]
     emo-tasks report RUN_DIR... [--format md|csv|json] [--out FILE] [--plot FILE.png] [--resamples N] [--seed S]
     emo-tasks compare BASE_RUN NEW_RUN [--metric M ...] [--max-drop X] [--alpha 0.05] [--force]
     emo-tasks agreement JUDGE_FILE HUMAN_FILE [--icc-form ICC(2,1)] [--format text|json]
+    emo-tasks agreement RUN_A RUN_B [--icc-form ICC(2,1)] [--format text|json] [--resamples N] [--seed S]
 
 Exit codes: 0 ok; 1 `compare` found a significant drop larger than --max-drop (a regression gate for CI);
 2 unusable input (unreadable run, runs that differ in data / prompts / judges without --force, no overlap).
 
 Agreement input: JSONL, one rating per line, `{"item": "<id>", "rating": <number>}`.  `item` is any string id
-(e.g. "<video_id>#step3"); both files must rate on the same scale; ratings are joined on `item`.
+(e.g. "<video_id>#step3"); both files must rate on the same scale; ratings are joined on `item`.  Two run
+folders instead (judge vs judge: the MME-Emotion judge logs of two judges of the same answers): see
+`emo_tasks/agreement.py`; there, 2 = no sample scored in both runs and 3 = unreadable input.
 """
 
 from __future__ import annotations
@@ -28,6 +33,27 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="emo-tasks", description="Reports and regression checks for emo-tasks runs.")
     sub = p.add_subparsers(dest="command", required=True)
 
+    j = sub.add_parser(
+        "judge",
+        help="judge and score the answers an lmms-eval run saved (--predict_only / --log_samples / EMO_JUDGE=defer)",
+        description="Run each benchmark's whole post-inference phase (MME-Emotion's step agent, audio clue and "
+        "judge; MVEI's majority and metrics; MultiEmo's scoring) over a finished run's saved answers, with the same "
+        "settings and cache as an in-process run. Answers are mapped back to their rows and checked first: a run "
+        "whose data, prompts or task versions differ from what is installed now is refused (exit 2). Results go to "
+        "RUN_DIR/judged/<judge models>/ (one folder per judge) in the layout `emo-tasks report` reads. "
+        "Exit codes: 0 done, 2 refused, 3 error.",
+    )
+    j.add_argument("run", metavar="RUN_DIR", help="the lmms-eval --output_path folder")
+    j.add_argument("--tasks", help="comma-separated tasks or groups of the run (default: all of ours)")
+    j.add_argument("--out", help="where to write (default RUN_DIR/judged/<judge models>)")
+    j.add_argument("--judge-model", help="multimodal judge model (default EMO_JUDGE_MODEL or the paper's)")
+    j.add_argument("--step-model", help="step agent model (default EMO_STEP_MODEL or the paper's)")
+    j.add_argument("--audio-model", help="audio agent model for live clues (default EMO_AUDIO_MODEL)")
+    j.add_argument("--multiemo-judge", action="store_true", help="also run MultiEmo's LLM-as-a-judge stage")
+    j.add_argument("--dry-run", action="store_true", help="send nothing: requests, cached, tokens and cost")
+    j.add_argument("--price", action="append", default=[], metavar="MODEL=IN/OUT",
+                   help="USD per 1M input/output tokens for the cost estimate (repeatable)")  # fmt: skip
+
     r = sub.add_parser("report", help="paper-style tables (with bootstrap CIs) for one or more runs")
     r.add_argument("runs", nargs="+", metavar="RUN_DIR", help="lmms-eval --output_path folders")
     r.add_argument("--format", choices=("md", "csv", "json"), default="md")
@@ -46,17 +72,29 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--resamples", type=int, default=1000)
     c.add_argument("--seed", type=int, default=0)
 
-    a = sub.add_parser("agreement", help="judge-vs-human agreement (Spearman, Cohen's kappa, ICC)")
-    a.add_argument("judge", metavar="JUDGE_FILE")
-    a.add_argument("human", metavar="HUMAN_FILE")
+    a = sub.add_parser(
+        "agreement",
+        help="judge-vs-human (two JSONL files) or judge-vs-judge (two judged run folders) agreement",
+        description="Two JSONL rating files: judge-vs-human agreement (Spearman, Cohen's kappa, ICC). Two judged "
+        "run folders (e.g. RUN/judged/<A> RUN/judged/<B>): judge-vs-judge calibration on the MME-Emotion judge "
+        "logs, per task and overall: per-step and last-step agreement and Rec-S/Rea-S/CoT-S of both judges with "
+        "the paired bootstrap CI of B - A (emo_tasks/agreement.py). Run form exit codes: 0 ok, 2 no sample "
+        "scored in both runs, 3 unreadable input.",
+    )
+    a.add_argument("judge", metavar="JUDGE_FILE|RUN_A", help="judge ratings (JSONL) or judged run A (folder)")
+    a.add_argument("human", metavar="HUMAN_FILE|RUN_B", help="human ratings (JSONL) or judged run B (folder)")
     a.add_argument("--icc-form", default="ICC(2,1)", choices=("ICC(1,1)", "ICC(2,1)", "ICC(3,1)"))
     a.add_argument("--format", choices=("text", "json"), default="text")
+    a.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples, run form (default 1000)")
+    a.add_argument("--seed", type=int, default=0, help="bootstrap seed, run form (default 0)")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `emo-tasks` console script; returns the exit code (see the module docstring)."""
     args = _parser().parse_args(argv)
+    if args.command == "judge":
+        return cmd_judge(args)
     try:
         if args.command == "report":
             return cmd_report(args)
@@ -74,6 +112,27 @@ def _emit(text: str, out: str | None) -> None:
         print(f"wrote {out}", file=sys.stderr)
     else:
         sys.stdout.write(text)
+
+
+def cmd_judge(args: argparse.Namespace) -> int:
+    """The judge stage (emo_tasks/stage.py); its exit code: 0 done, 2 refused, 3 error."""
+    from . import stage
+
+    try:
+        prices = stage.parse_prices(args.price)
+    except stage.StageError as exc:
+        print(f"emo-tasks judge: {exc}", file=sys.stderr)
+        return stage.EXIT_ERROR
+    overrides = {var: getattr(args, flag) for flag, var in stage.MODEL_FLAGS.items()}
+    return stage.judge_run(
+        args.run,
+        tasks=[t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None,
+        out=args.out,
+        overrides=overrides,
+        dry_run=args.dry_run,
+        prices=prices,
+        multiemo_judge=args.multiemo_judge,
+    )
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -204,11 +263,21 @@ def _measure(fn: Any, *a: Any) -> float | str:
 
 
 def cmd_agreement(args: argparse.Namespace) -> int:
-    """Spearman, Cohen's kappa and ICC on the items both files rate; exit 2 when they share none."""
+    """Spearman, Cohen's kappa and ICC on the items both files rate; exit 2 when they share none.  Two run folders:
+    judge-vs-judge calibration (`emo_tasks.agreement`; exit 2 no shared scored sample, 3 unreadable input)."""
     import numpy as np
 
-    from . import stats
+    from . import agreement, stats
 
+    if agreement.is_run_form(args.judge, args.human):
+        return agreement.run_cli(
+            args.judge,
+            args.human,
+            icc_form=args.icc_form,
+            fmt=args.format,
+            resamples=args.resamples,
+            seed=args.seed,
+        )
     judge, human = _read_ratings(args.judge), _read_ratings(args.human)
     items = [k for k in judge if k in human]
     only_judge = len(judge) - len(items)

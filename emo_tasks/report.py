@@ -138,7 +138,7 @@ def load_run(run_dir: str | Path) -> Run:
         data = json.loads(results_file.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ReportError(f"{results_file}: not readable JSON ({exc})") from exc
-    run = Run(path=path if path.is_dir() else path.parent, results_file=results_file, data=data)
+    run = Run(path=_run_root(path, results_file), results_file=results_file, data=data)
     for task in sorted(run.results):
         bench = benchmark_of(task)
         if bench is None or task in bench.groups or bench.read_samples is None:
@@ -150,6 +150,20 @@ def load_run(run_dir: str | Path) -> Run:
             run.summaries[task] = got.summary
         run.notes.extend(got.notes)
     return run
+
+
+def _run_root(path: Path, results_file: Path) -> Path:
+    """Where a run's own files are: the nearest folder from the results file up to `path` that holds
+    `emo_tasks_judge/` (lmms-eval nests results in a model folder; `emo-tasks judge` writes RUN/judged/<judge>/),
+    else `path`."""
+    top = path if path.is_dir() else path.parent
+    folder = results_file.parent
+    while True:
+        if (folder / "emo_tasks_judge").is_dir():
+            return folder
+        if folder == top or folder == folder.parent or top not in folder.parents:
+            return top
+        folder = folder.parent
 
 
 def label_runs(runs: Sequence[Run]) -> None:

@@ -20,7 +20,7 @@ from emo_tasks.benchmarks import Benchmark, SampleValues
 from emo_tasks.datafiles import read_jsonl_rows
 
 from .protocol import spec_for, task_specs
-from .scoring import DEFAULT_ALPHA, TABLE
+from .scoring import DEFAULT_ALPHA, TABLE, group_aggregate
 
 GROUPS = ("mme_emotion_all", "mme_emotion_sample")
 _SAMPLE = {s.task.replace("mme_emotion_", "mme_emotion_sample_", 1): s.key for s in task_specs().values()}
@@ -95,4 +95,6 @@ BENCHMARK = Benchmark(
     read_samples=read_samples,
     titles=TITLES,
     plot_ylabel="score (0-100)",
+    hooks="emo_tasks.mme_emotion.hooks",
+    group_aggregate=group_aggregate,
 )

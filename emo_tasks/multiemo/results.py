@@ -61,4 +61,5 @@ BENCHMARK = Benchmark(
     tasks=("multiemo", "multiemo_sample"),
     read_samples=sample_log_reader(sample_values),
     plot_ylabel="precision (%)",
+    hooks="emo_tasks.multiemo.hooks",
 )

@@ -34,4 +34,5 @@ BENCHMARK = Benchmark(
     tasks=("mvei", "mvei_sample"),
     read_samples=sample_log_reader(sample_values),
     plot_ylabel="accuracy (%)",
+    hooks="emo_tasks.mvei.hooks",
 )

@@ -17,10 +17,8 @@ Floats are compared exactly (repr), so "bit for bit" means bit for bit.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -29,61 +27,14 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
-try:  # the loopback server's home moved in the issue-11 restructuring
-    from judges.testing import LoopbackServer, Reply, last_user_text
-except ImportError:  # pragma: no cover - older trees
-    from judges.loopback import LoopbackServer, Reply, last_user_text
+sys.path.insert(0, str(HERE.parent))
+from fakes import Judge, Model  # noqa: E402
+
+from judges.testing import LoopbackServer  # noqa: E402
 
 TASKS = "mme_emotion_sample,mvei_sample,multiemo_sample"
 KEY = "sk-snapshot-0000000000000000"
 DUMMY = "The brows are lowered and the voice is loud. Answer: anger. Correct. Score: 70. Reason: tense."
-
-
-def _h(text: str) -> int:
-    return int(hashlib.sha256(text.encode("utf-8")).hexdigest()[:8], 16)
-
-
-class Judge:
-    """Step agent + judge answers derived from the request text only (deterministic across runs)."""
-
-    def __init__(self, wrong_count_every: int = 0) -> None:
-        self.wrong_count_every = wrong_count_every
-
-    def __call__(self, body: dict, attempt: int) -> Any:
-        text = last_user_text(body)
-        if text.startswith("Given the following answer"):
-            n = 1 + _h(text) % 4
-            steps = " ".join(f"Step {i}: cue {i} noted." for i in range(1, n))
-            return Reply(text=f"<step>{steps} Step {n}: The predicted emotion is anger.</step>")
-        if "Rating Requirements" in text:
-            m = re.search(r"has (\d+) step\(s\)", text)
-            n = int(m.group(1)) if m else 1 + _h(text) % 3
-            h = _h(text)
-            ratings = [f"{(h >> i) % 2}/1" for i in range(n - 1)]
-            k = 1 + h % 3
-            ratings.append(f"{(h >> 7) % (k + 1)}/{k}")
-            if self.wrong_count_every and h % self.wrong_count_every == 0:
-                ratings.append("1/1")
-            return Reply(text="Ratings:\n<score>" + ", ".join(f"Step {i + 1}: {r}" for i, r in enumerate(ratings)) +
-                         "</score>")  # fmt: skip
-        return Reply(kind="status", status=400, text="unexpected request")
-
-
-class Model(Judge):
-    """`--model openai` answers (per document and per repeat), plus the judge's."""
-
-    def __call__(self, body: dict, attempt: int) -> Any:
-        text = last_user_text(body)
-        if body.get("model") == "eval-model":
-            if "Statement:" in text:
-                first = _h(text) % 3  # two repeats agree, the third differs: majorities and disagreements
-                options = ["Correct", "Incorrect", "I cannot tell"]
-                return Reply(text=options[first if attempt < 3 else (first + 1) % 3])
-            if "How much will people feel" in text:
-                return Reply(text=f"Score: {_h(text) % 101}. Reason: colours.")
-            labels = re.findall(r"\b[a-z][a-z ]+\b", text.split("candidate", 1)[-1])[:12] or ["anger"]
-            return Reply(text=f"Cues noted. Answer: {labels[_h(text) % len(labels)].strip()}")
-        return super().__call__(body, attempt)
 
 
 def _run(out: Path, env: dict[str, str], model: str, model_args: str) -> dict[str, Any]:

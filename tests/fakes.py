@@ -1,0 +1,60 @@
+"""Deterministic stand-ins for what cannot exist here: the remote judge's judgement and an evaluated model's
+answers, played by the loopback server (`judges.testing`).  Every answer derives from the request text alone, so
+two runs (in-process, deferred, judged later) get the same answers for the same documents."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from judges.testing import Reply, last_user_text
+
+
+def _h(text: str) -> int:
+    return int(hashlib.sha256(text.encode("utf-8")).hexdigest()[:8], 16)
+
+
+class Judge:
+    """Step agent + judge answers derived from the request text only (deterministic across runs).  With
+    `per_model`, the judge's ratings also depend on the judge model's name: two judges that disagree."""
+
+    def __init__(self, wrong_count_every: int = 0, per_model: bool = False) -> None:
+        self.wrong_count_every = wrong_count_every
+        self.per_model = per_model
+
+    def __call__(self, body: dict, attempt: int) -> Any:
+        text = last_user_text(body)
+        if text.startswith("Given the following answer"):
+            n = 1 + _h(text) % 4
+            steps = " ".join(f"Step {i}: cue {i} noted." for i in range(1, n))
+            return Reply(text=f"<step>{steps} Step {n}: The predicted emotion is anger.</step>")
+        if "Rating Requirements" in text:
+            m = re.search(r"has (\d+) step\(s\)", text)
+            n = int(m.group(1)) if m else 1 + _h(text) % 3
+            h = _h(text + (str(body.get("model")) if self.per_model else ""))
+            ratings = [f"{(h >> i) % 2}/1" for i in range(n - 1)]
+            k = 1 + h % 3
+            ratings.append(f"{(h >> 7) % (k + 1)}/{k}")
+            if self.wrong_count_every and h % self.wrong_count_every == 0:
+                ratings.append("1/1")
+            return Reply(text="Ratings:\n<score>" + ", ".join(f"Step {i + 1}: {r}" for i, r in enumerate(ratings)) +
+                         "</score>")  # fmt: skip
+        return Reply(kind="status", status=400, text="unexpected request")
+
+
+class Model(Judge):
+    """`--model openai` (model_version=eval-model) answers, per document and per repeat, plus the judge's."""
+
+    def __call__(self, body: dict, attempt: int) -> Any:
+        text = last_user_text(body)
+        if body.get("model") == "eval-model":
+            if "Statement:" in text:
+                first = _h(text) % 3  # two repeats agree, the third differs: majorities and disagreements
+                options = ["Correct", "Incorrect", "I cannot tell"]
+                return Reply(text=options[first if attempt < 3 else (first + 1) % 3])
+            if "How much will people feel" in text:
+                return Reply(text=f"Score: {_h(text) % 101}. Reason: colours.")
+            labels = re.findall(r"\b[a-z][a-z ]+\b", text.split("candidate", 1)[-1])[:12] or ["anger"]
+            return Reply(text=f"Cues noted. Answer: {labels[_h(text) % len(labels)].strip()}")
+        return super().__call__(body, attempt)

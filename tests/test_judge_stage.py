@@ -1,0 +1,242 @@
+"""`emo-tasks judge`: the judge as a stage of its own, through the real lmms-eval CLI and a loopback server.
+
+The evaluated model is lmms-eval's `--model openai` pointed at the loopback server, which answers differently per
+document (and per MVEI repeat), so mapping answers back to rows is really tested; the same server plays the step
+agent and the judge (the one thing that cannot exist here).  Three runs of the three sample tasks are made once:
+A judged in-process, B `--predict_only`, D `EMO_JUDGE=defer` without `--log_samples`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from conftest import API_KEY, env_without_secrets
+from fakes import Model
+
+from judges.testing import LoopbackServer
+
+TASKS = "mme_emotion_sample,mvei_sample,multiemo_sample"
+JUDGE_ROLES = ("gpt-4.1-2025-04-14", "gpt-4o-2024-11-20")  # the default step and judge models
+pytestmark = pytest.mark.slow
+
+
+def _env(cache: Path, srv: LoopbackServer | None = None, **extra: str) -> dict[str, str]:
+    env = env_without_secrets()
+    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", EMO_CACHE_DIR=str(cache), EMO_PROGRESS="0",
+               EMO_JUDGE_BACKOFF_BASE="0.01", EMO_JUDGE_BACKOFF_MAX="0.05")  # fmt: skip
+    if srv is not None:
+        env.update(OPENAI_BASE_URL=srv.base_url, OPENAI_API_KEY=API_KEY)
+    env.update(extra)
+    return env
+
+
+def _lmms(out: Path, env: dict[str, str], srv: LoopbackServer, *flags: str) -> subprocess.CompletedProcess:
+    args = f"model_version=eval-model,base_url={srv.base_url},api_key={API_KEY},max_frames_num=4"
+    cmd = [sys.executable, "-m", "lmms_eval", "--model", "openai", "--model_args", args, "--tasks", TASKS,
+           "--batch_size", "1", "--output_path", str(out), *flags]  # fmt: skip
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=out.parent)
+
+
+def emo(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "emo_tasks", *args], env=env, capture_output=True, text=True,
+                          timeout=900)  # fmt: skip
+
+
+def _results(folder: Path) -> dict:
+    files = sorted(folder.rglob("*_results.json"), key=lambda p: p.name)
+    assert files, f"no results under {folder}"
+    return json.loads(files[-1].read_text())
+
+
+def values(results: dict) -> dict[str, dict[str, object]]:
+    """{task: {metric: value}} without lmms-eval's aliases and stderr placeholders."""
+    return {
+        task: {k: v for k, v in row.items() if k != "alias" and "_stderr" not in k}
+        for task, row in results["results"].items()
+    }
+
+
+def judge_calls(srv: LoopbackServer) -> list:
+    return [c for c in srv.calls if c.model != "eval-model"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("stage")
+
+    def run(name: str, *flags: str, judge: bool = False, **extra: str) -> Path:
+        with LoopbackServer(responder=Model(), expected_api_key=API_KEY) as srv:  # one server per run: the
+            out = root / name  # MVEI repeats' attempt counters must not mix between runs
+            env = _env(root / f"cache_{name}", srv if judge else None, **extra)
+            proc = _lmms(out, env, srv, *flags)
+            assert sorted(out.rglob("*_results.json")), proc.stdout[-2000:] + proc.stderr[-4000:]
+            (root / f"{name}.log").write_text(proc.stdout + proc.stderr)
+        return out
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        a = pool.submit(run, "A", "--log_samples", judge=True)
+        b = pool.submit(run, "B", "--predict_only")
+        d = pool.submit(run, "D", judge=False, EMO_JUDGE="defer")
+        return {"A": a.result(), "B": b.result(), "D": d.result(), "root": root}
+
+
+def test_predict_only_then_judge_equals_the_in_process_run(runs: dict[str, Path]) -> None:
+    a_values = values(_results(runs["A"]))
+    assert a_values["mme_emotion_sample"]["rea_s,none"] is not None  # A really was judged
+    with LoopbackServer(responder=Model(), expected_api_key=API_KEY) as srv:
+        env = _env(runs["root"] / "cache_judge_B", srv)  # a cache of its own: the numbers do not come from A's
+        proc = emo(env, "judge", str(runs["B"]))
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        first = len(judge_calls(srv))
+        srv.reset_log()
+        again = emo(env, "judge", str(runs["B"]))
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert judge_calls(srv) == [], "a second judge run must be answered from the cache"
+    assert 16 < first <= 32  # step agent + judge for 16 MME samples
+    judged = sorted((runs["B"] / "judged").iterdir())
+    assert len(judged) == 1 and judged[0].name.startswith("judge=gpt-4o-2024-11-20")
+    b_values = values(_results(judged[0]))
+    assert set(b_values) == set(a_values)
+    for task in a_values:
+        assert b_values[task] == a_values[task], task
+    # the answers really differ per document: a shuffled mapping would have changed the numbers
+    log = next(p for p in runs["B"].rglob("*_samples_mvei_sample.jsonl") if "judged" not in p.parts)
+    answers = {json.dumps(json.loads(line)["filtered_resps"]) for line in log.read_text().splitlines()}
+    assert len(answers) > 2
+    assert "MME-Emotion — Rec-S" in proc.stdout  # it prints the report's tables
+
+
+def test_judging_an_in_process_run_sends_nothing(runs: dict[str, Path]) -> None:
+    with LoopbackServer(responder=Model(), expected_api_key=API_KEY) as srv:
+        env = _env(runs["root"] / "cache_A", srv)  # the in-process run's cache
+        proc = emo(env, "judge", str(runs["A"]), "--out", str(runs["root"] / "A_judged"))
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        assert judge_calls(srv) == []
+    assert values(_results(runs["root"] / "A_judged")) == values(_results(runs["A"]))
+
+
+def test_deferred_run_reports_nulls_then_judge_gives_the_in_process_numbers(runs: dict[str, Path]) -> None:
+    deferred = values(_results(runs["D"]))
+    for task, row in deferred.items():
+        if task.startswith("mme_emotion"):
+            assert row["rec_s,none"] is None and row["rea_s,none"] is None and row["n_scored,none"] is None, task
+            assert row["avg_token,none"] is not None
+    log = (runs["root"] / "D.log").read_text()
+    assert f"emo-tasks judge {runs['D']}" in log
+    with LoopbackServer(responder=Model(), expected_api_key=API_KEY) as srv:
+        proc = emo(_env(runs["root"] / "cache_judge_D", srv), "judge", str(runs["D"]))
+        assert proc.returncode == 0, proc.stderr[-4000:]
+    judged = values(_results(next((runs["D"] / "judged").iterdir())))
+    expected = values(_results(runs["A"]))
+    for task in expected:
+        assert judged[task] == expected[task], task
+
+
+def test_two_judges_side_by_side_name_their_models_and_endpoint(runs: dict[str, Path]) -> None:
+    with LoopbackServer(responder=Model(per_model=True), expected_api_key=API_KEY) as srv:
+        env = _env(runs["root"] / "cache_two", srv)
+        for model in ("judge-a", "judge-b"):
+            proc = emo(env, "judge", str(runs["B"]), "--tasks", "mme_emotion_sample", "--judge-model", model)
+            assert proc.returncode == 0, proc.stderr[-4000:]
+        host = srv.base_url.split("/")[2]
+    folders = {p.name.split(",")[0]: p for p in (runs["B"] / "judged").iterdir() if "judge-" in p.name}
+    assert set(folders) == {"judge=judge-a", "judge=judge-b"}
+    rec = {k: values(_results(p))["mme_emotion_sample"]["rec_s,none"] for k, p in folders.items()}
+    assert rec["judge=judge-a"] != rec["judge=judge-b"]  # different judges, different numbers, both kept
+    for name, folder in folders.items():
+        summaries = [json.loads(p.read_text()) for p in (folder / "emo_tasks_judge").glob("*_summary.json")]
+        assert len(summaries) == 8
+        for s in summaries:
+            assert s["judge_models"]["judge"] == name.split("=")[1]
+            assert s["judge_endpoint"] == host and API_KEY not in json.dumps(s)
+            assert name.split("=")[1] in s["api_models"]["judge"]
+    agreement = emo(_env(runs["root"] / "cache_two"), "agreement", str(folders["judge=judge-a"]),
+                    str(folders["judge=judge-b"]))  # fmt: skip
+    assert agreement.returncode == 0, agreement.stdout + agreement.stderr
+
+
+def test_dry_run_counts_what_the_real_run_sends(runs: dict[str, Path]) -> None:
+    cache = runs["root"] / "cache_dry"
+    with LoopbackServer(responder=Model(), expected_api_key=API_KEY) as srv:
+        env = _env(cache, srv)
+        dry = emo(env, "judge", str(runs["B"]), "--tasks", "mme_emotion_sample", "--dry-run", "--judge-model",
+                  "dry-judge", "--price", "dry-judge=2.5/10")  # fmt: skip
+        assert dry.returncode == 0, dry.stderr[-3000:]
+        assert srv.calls == []
+        planned = _dry_rows(dry.stdout)
+        out = runs["root"] / "dry_out"
+        real = emo(env, "judge", str(runs["B"]), "--tasks", "mme_emotion_sample", "--judge-model", "dry-judge",
+                   "--out", str(out))  # fmt: skip
+        assert real.returncode == 0, real.stderr[-3000:]
+        sent = {m: len([c for c in srv.calls if c.model == m]) for m in ("gpt-4.1-2025-04-14", "dry-judge")}
+        srv.reset_log()
+        after = _dry_rows(emo(env, "judge", str(runs["B"]), "--tasks", "mme_emotion_sample", "--dry-run",
+                              "--judge-model", "dry-judge").stdout)  # fmt: skip
+    step = sum(r["to_send"] for r in planned if r["agent"] == "step")
+    judge = sum(r["to_send"] for r in planned if r["agent"] == "judge")
+    assert (step, judge) == (sent["gpt-4.1-2025-04-14"], sent["dry-judge"]) and step > 0 and judge > 0
+    assert all(r["cached"] == r["requests"] and r["to_send"] == 0 for r in after)
+    assert "USD" in dry.stdout
+
+
+def _dry_rows(text: str) -> list[dict]:
+    lines = [line.split() for line in text.splitlines()]
+    header = next(i for i, parts in enumerate(lines) if parts[:2] == ["task", "agent"])
+    rows = []
+    for parts in lines[header + 1 :]:
+        if len(parts) < 6 or not parts[3].isdigit():
+            continue
+        rows.append({"task": parts[0], "agent": parts[1], "requests": int(parts[3]), "cached": int(parts[4]),
+                     "to_send": int(parts[5])})  # fmt: skip
+    assert rows, text
+    return rows
+
+
+def test_answers_judged_against_changed_data_are_refused(runs: dict[str, Path]) -> None:
+    cache = runs["root"] / "cache_changed"
+    env = _env(cache)
+    from emo_tasks.mvei.sample import sample_file
+
+    data = sample_file(cache)  # the bundled sample as the run saw it, then one label flipped
+    doc = json.loads(data.read_text())
+    first = next(iter(doc))
+    doc[first]["ground_truth"] = "incorrect" if doc[first]["ground_truth"] == "correct" else "correct"
+    data.write_text(json.dumps(doc))
+    proc = emo(env, "judge", str(runs["B"]), "--tasks", "mvei_sample", "--out", str(runs["root"] / "refused"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "data: mvei_sample" in proc.stderr and "doc_id" in proc.stderr
+    assert not (runs["root"] / "refused").exists() or not list((runs["root"] / "refused").rglob("*_results.json"))
+
+
+def test_a_killed_judge_stage_resumes_without_repeating_answered_requests(runs: dict[str, Path]) -> None:
+    import signal
+    import time
+
+    with LoopbackServer(responder=Model(), latency_s=0.3, expected_api_key=API_KEY) as srv:
+        env = _env(runs["root"] / "cache_kill", srv, EMO_JUDGE_CONCURRENCY="2")
+        cmd = [sys.executable, "-m", "emo_tasks", "judge", str(runs["B"]), "--tasks", "mme_emotion_sample",
+               "--out", str(runs["root"] / "killed")]  # fmt: skip
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 120
+        while len(srv.keys_answered()) < 8 and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        answered_before = set(srv.keys_answered())
+        srv.wait_idle()
+        srv.reset_log()
+        rerun = emo(env, "judge", str(runs["B"]), "--tasks", "mme_emotion_sample", "--out",
+                    str(runs["root"] / "killed"))  # fmt: skip
+        assert rerun.returncode == 0, rerun.stderr[-3000:]
+        repeated = answered_before & {c.key for c in srv.calls}
+    assert len(answered_before) >= 8
+    assert len(repeated) <= 2  # at most the requests in flight when it was killed (concurrency 2)
+    assert (
+        values(_results(runs["root"] / "killed"))["mme_emotion_sample"]
+        == values(_results(runs["A"]))["mme_emotion_sample"]
+    )
