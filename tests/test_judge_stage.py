@@ -240,3 +240,25 @@ def test_a_killed_judge_stage_resumes_without_repeating_answered_requests(runs: 
         values(_results(runs["root"] / "killed"))["mme_emotion_sample"]
         == values(_results(runs["A"]))["mme_emotion_sample"]
     )
+
+
+def test_the_readme_gpu_then_judge_commands_as_written(tmp_path: Path) -> None:
+    """README "GPU, then judge": predict-only with the dummy model, then `emo-tasks judge out`, then the report."""
+    from fakes import Judge
+
+    env = _env(tmp_path / "cache")
+    first = subprocess.run(
+        [sys.executable, "-m", "lmms_eval", "--model", "dummy", "--tasks", "mme_emotion_sample", "--predict_only",
+         "--log_samples", "--output_path", "out"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert sorted((tmp_path / "out").rglob("*_samples_mme_emotion_sample_ir.jsonl")), first.stderr[-3000:]
+    with LoopbackServer(responder=Judge(), expected_api_key=API_KEY) as srv:
+        judged = emo(_env(tmp_path / "cache", srv), "judge", str(tmp_path / "out"))
+        assert judged.returncode == 0, judged.stderr[-3000:]
+        assert len(srv.calls) > 16
+    report = emo(env, "report", str(tmp_path / "out"))
+    assert report.returncode == 0, report.stderr
+    assert "MME-Emotion — Rea-S" in report.stdout and "judged" in report.stdout  # the judged run, not the bypass
+    rea = values(_results(next((tmp_path / "out" / "judged").iterdir())))["mme_emotion_sample"]["rea_s,none"]
+    assert rea is not None and f"{rea:.2f}" in report.stdout
