@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,15 @@ def patch_configurable_task(task_cls: Any) -> None:
         if not name:
             raise ValueError("dataset_path: emo_tasks needs dataset_name: <benchmark>/<source>/<task>")
         self.DATASET_PATH, self.DATASET_NAME = "json", None
-        return original(self, {"data_files": {"test": str(placeholder_file(name))}})
+        # lmms-eval retries download() 5 times (2 s apart) and reports a RetryError whose real message sits ~45
+        # lines up. Our placeholder is a local file and our errors (bad setting, bad data) do not go away on a
+        # retry: call the undecorated method once, and say the real problem first, on one line.
+        once = getattr(original, "__wrapped__", original)
+        try:
+            return once(self, {"data_files": {"test": str(placeholder_file(name))}})
+        except Exception as exc:
+            print(f"emo-tasks: {name}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            raise
 
     setattr(download, _PATCHED, True)
     download.__wrapped__ = original  # type: ignore[attr-defined]

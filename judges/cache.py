@@ -41,6 +41,11 @@ class CachedAnswer:
     prompt_tokens: int
     completion_tokens: int
     api_model: str | None = None
+    endpoint: str | None = None
+
+
+class CacheFileError(RuntimeError):
+    """The cache file exists but is not a usable SQLite database; the message names it and the fix."""
 
 
 class JudgeCache:
@@ -55,16 +60,24 @@ class JudgeCache:
         self.path = path
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(str(path), timeout=60.0, check_same_thread=False, isolation_level=None)
-        with self._lock:
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            # WAL + NORMAL: every committed transaction survives a process crash (kill -9); only an OS crash or
-            # power loss can drop the last few, which a rerun then simply asks again.
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.execute("PRAGMA busy_timeout=60000")
-            self._conn.execute(_SCHEMA)
-            columns = {row[1] for row in self._conn.execute("PRAGMA table_info(answers)")}
-            if "api_model" not in columns:  # files written before the column existed
-                self._conn.execute("ALTER TABLE answers ADD COLUMN api_model TEXT")
+        try:
+            with self._lock:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                # WAL + NORMAL: every committed transaction survives a process crash (kill -9); only an OS crash
+                # or power loss can drop the last few, which a rerun then simply asks again.
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._conn.execute("PRAGMA busy_timeout=60000")
+                self._conn.execute(_SCHEMA)
+                columns = {row[1] for row in self._conn.execute("PRAGMA table_info(answers)")}
+                for column in ("api_model", "endpoint"):  # files written before the column existed
+                    if column not in columns:
+                        self._conn.execute(f"ALTER TABLE answers ADD COLUMN {column} TEXT")
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise CacheFileError(
+                f"The judge answer cache {path} is not a usable SQLite database ({exc}). Move it away or delete it "
+                f"(rm {path}*; cached answers are lost and will be asked again), or point EMO_CACHE_DIR elsewhere."
+            ) from exc
 
     def get_many(self, keys: Iterable[str]) -> dict[str, CachedAnswer]:
         keys = list(dict.fromkeys(keys))
@@ -74,7 +87,7 @@ class JudgeCache:
                 chunk = keys[start : start + 500]
                 marks = ",".join("?" * len(chunk))
                 rows = self._conn.execute(
-                    "SELECT key, model, text, prompt_tokens, completion_tokens, api_model FROM answers "
+                    "SELECT key, model, text, prompt_tokens, completion_tokens, api_model, endpoint FROM answers "
                     f"WHERE key IN ({marks})",
                     chunk,
                 ).fetchall()
@@ -94,14 +107,15 @@ class JudgeCache:
         completion_tokens: int = 0,
         summary: dict[str, Any] | None = None,
         api_model: str | None = None,
+        endpoint: str | None = None,
     ) -> None:
         """Store one validated answer, committed at once (its own transaction)."""
         blob = json.dumps(summary, ensure_ascii=False, default=str) if summary is not None else None
         with self._lock:
             self._conn.execute(
                 "INSERT OR REPLACE INTO answers (key, model, text, prompt_tokens, completion_tokens, created, summary,"
-                " api_model) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (key, model, text, int(prompt_tokens), int(completion_tokens), time.time(), blob, api_model),
+                " api_model, endpoint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (key, model, text, int(prompt_tokens), int(completion_tokens), time.time(), blob, api_model, endpoint),
             )
 
     def keys(self) -> set[str]:

@@ -151,6 +151,15 @@ class EndpointConfig:
                 "(or OPENAI_API_URL) for a vLLM/SGLang/other OpenAI-compatible server."
             )
 
+    @property
+    def host(self) -> str:
+        """host[:port] of the endpoint: what a log or summary may say about where answers came from."""
+        from urllib.parse import urlsplit
+
+        url = self.base_url or "https://api.openai.com/v1"
+        parts = urlsplit(url if "//" in url else "//" + url)
+        return parts.netloc.rsplit("@", 1)[-1] or url
+
     def describe(self) -> dict[str, object]:
         """A loggable summary with no secret in it."""
         return {

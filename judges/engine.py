@@ -16,6 +16,7 @@ import asyncio
 import email.utils
 import logging
 import random
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -29,6 +30,10 @@ from .request import BatchResult, BatchStats, JudgeRequest, JudgeResult
 logger = logging.getLogger("judges")
 
 RETRY_AFTER_MAX_S = 300.0
+#: A batch whose failure share passes this prints a warning on stderr (lmms-eval's console), not only in the log.
+FAILURE_SHARE_WARNING = 0.1
+#: Reasons that, when every answer of a batch so far failed with them, say the endpoint is down or refuses us.
+_FATAL_AT_START = frozenset({"connection", "timeout", "http_401", "http_403", "http_404"})
 _DETAIL_CHARS = 500
 
 
@@ -246,6 +251,7 @@ class JudgeEngine:
                     prompt_tokens=hit.prompt_tokens if n == 0 else 0,
                     completion_tokens=hit.completion_tokens if n == 0 else 0,
                     api_model=hit.api_model,
+                    endpoint=hit.endpoint,
                 )
         stats.cache_hits = sum(len(by_key[k]) for k in hits)
         misses = [k for k in by_key if k not in hits]
@@ -257,7 +263,7 @@ class JudgeEngine:
             if misses:
                 self.endpoint.check_usable()
                 loop = self._ensure_loop()
-                coro = self._run_misses([(k, first[k]) for k in misses], stats, bar, by_key)
+                coro = self._run_misses([(k, first[k]) for k in misses], stats, bar, by_key, desc)
                 answered = asyncio.run_coroutine_threadsafe(coro, loop).result()
                 for key, res in answered.items():
                     for n, i in enumerate(by_key[key]):
@@ -283,8 +289,18 @@ class JudgeEngine:
                 stats.completion_tokens += r.completion_tokens
             if r.ok and r.api_model:
                 stats.api_models[r.api_model] = stats.api_models.get(r.api_model, 0) + 1
+            if r.ok and r.endpoint:
+                stats.endpoints[r.endpoint] = stats.endpoints.get(r.endpoint, 0) + 1
         stats.wall_time_s = time.perf_counter() - started
         logger.info("judge batch '%s': %s", desc, stats.summary_line())
+        if stats.requests and stats.failures / stats.requests > FAILURE_SHARE_WARNING:
+            reasons = ", ".join(f"{k}={v}" for k, v in sorted(stats.failures_by_reason.items()))
+            print(
+                f"emo-tasks judges: warning: {desc}: {stats.failures} of {stats.requests} requests failed at "
+                f"{self.endpoint.host} ({reasons}); they are counted as failures, not scored",
+                file=sys.stderr,
+                flush=True,
+            )
         return BatchResult(results=final, stats=stats)
 
     def lookup(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult | None]:
@@ -308,6 +324,7 @@ class JudgeEngine:
                     prompt_tokens=hit.prompt_tokens,
                     completion_tokens=hit.completion_tokens,
                     api_model=hit.api_model,
+                    endpoint=hit.endpoint,
                 )  # fmt: skip
             )
         return out
@@ -320,24 +337,35 @@ class JudgeEngine:
 
     # ----------------------------------------------------------------- the loop side
     async def _run_misses(
-        self, items: list[tuple[str, JudgeRequest]], stats: BatchStats, bar: Any, by_key: dict[str, list[int]]
+        self,
+        items: list[tuple[str, JudgeRequest]],
+        stats: BatchStats,
+        bar: Any,
+        by_key: dict[str, list[int]],
+        desc: str = "judge",
     ) -> dict[str, JudgeResult]:
         client = self._get_client()
+        health = _BatchHealth(desc, self.endpoint.host, min(self.endpoint.concurrency, len(items)))
 
         async def one(key: str, req: JudgeRequest) -> tuple[str, JudgeResult]:
-            res = await self._call(client, key, req, stats)
+            res = await self._call(client, key, req, stats, health)
             bar.update(len(by_key[key]))
             return key, res
 
         pairs = await asyncio.gather(*(one(k, r) for k, r in items))
         return dict(pairs)
 
-    async def _call(self, client: Any, key: str, req: JudgeRequest, stats: BatchStats) -> JudgeResult:
+    async def _call(
+        self, client: Any, key: str, req: JudgeRequest, stats: BatchStats, health: _BatchHealth | None = None
+    ) -> JudgeResult:
         ep = self.endpoint
+        health = health or _BatchHealth("judge", ep.host, ep.concurrency)
         assert self._sem is not None
         async with self._sem:
             model = req.resolved_model()
             base = dict(key=key, model=model)
+            if health.down:  # the endpoint failed every try of this batch so far: do not knock again
+                return JudgeResult(ok=False, text=None, error=health.reason, detail=health.detail, **base)
             try:
                 # Encode media off the loop; the payload lives only while this request is in flight.
                 messages = await asyncio.to_thread(req.render_messages)
@@ -367,6 +395,7 @@ class JudgeEngine:
                     completion_tokens=completion_tokens,
                     latency_s=time.perf_counter() - started,
                     api_model=api_model,
+                    endpoint=ep.host if ok else None,
                     **base,
                 )
 
@@ -376,6 +405,7 @@ class JudgeEngine:
                 try:
                     resp = await client.chat.completions.create(model=model, messages=messages, **params)
                     text, p_tok, c_tok, api_model = _extract_answer(resp)
+                    health.answered()
                     prompt_tokens += p_tok
                     completion_tokens += c_tok
                     reason = req.validate(text) if req.validate is not None else None
@@ -388,7 +418,7 @@ class JudgeEngine:
                         return finish(False, text, "invalid_answer", reason[:_DETAIL_CHARS])
                     if self._cache is not None:
                         await asyncio.to_thread(
-                            self._cache.put, key, model, text, p_tok, c_tok, req.summary(), api_model
+                            self._cache.put, key, model, text, p_tok, c_tok, req.summary(), api_model, ep.host
                         )
                     return finish(True, text)
                 except asyncio.CancelledError:
@@ -396,7 +426,8 @@ class JudgeEngine:
                 except Exception as exc:
                     reason_code, retryable, retry_after = classify_error(exc)
                     detail = self.redact(f"{type(exc).__name__}: {exc}")[:_DETAIL_CHARS]
-                    if not retryable or tries >= ep.max_tries:
+                    health.failed(reason_code, detail)
+                    if not retryable or tries >= ep.max_tries or health.down:
                         return finish(False, None, reason_code, detail)
                     stats.retries += 1
                     logger.debug("judge retry %d for %s: %s", tries, key[:12], detail)
@@ -409,6 +440,43 @@ class JudgeEngine:
         ep = self.endpoint
         ceiling = min(ep.backoff_max_s, ep.backoff_base_s * (2 ** (tries - 1)))
         return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+class _BatchHealth:
+    """Whether a batch's endpoint looks down: `threshold` consecutive connection, timeout or auth failures before
+    any answer.  Then nothing more is sent in this batch: the remaining requests fail at once with that reason,
+    and one line on stderr says so (a dead endpoint must not cost minutes per task)."""
+
+    def __init__(self, desc: str, host: str, threshold: int) -> None:
+        self.desc, self.host, self.threshold = desc, host, max(2, threshold)
+        self.answers = 0
+        self.consecutive = 0
+        self.reason: str | None = None
+        self.detail: str | None = None
+
+    @property
+    def down(self) -> bool:
+        return self.reason is not None
+
+    def answered(self) -> None:
+        self.answers += 1
+        self.consecutive = 0
+
+    def failed(self, reason: str, detail: str) -> None:
+        if self.down or self.answers or reason not in _FATAL_AT_START:
+            if reason not in _FATAL_AT_START:
+                self.consecutive = 0
+            return
+        self.consecutive += 1
+        if self.consecutive >= self.threshold:
+            self.reason = reason
+            self.detail = f"not sent: {self.host} failed {self.consecutive} times in a row ({detail})"
+            print(
+                f"emo-tasks judges: {self.desc}: stopped sending to {self.host} after {self.consecutive} {reason} "
+                f"failures in a row at the start of the batch; the remaining requests fail with that reason",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def _progress_bar(total: int, desc: str, show: bool) -> Any:

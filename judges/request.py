@@ -135,6 +135,8 @@ class JudgeResult:
     latency_s: float = 0.0
     #: the model id the API named in its response (may differ from `model`, e.g. a dated snapshot or a served path)
     api_model: str | None = None
+    #: host[:port] of the endpoint that produced the answer (for a cached answer: the one that produced it then)
+    endpoint: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -157,6 +159,8 @@ class BatchStats:
     wall_time_s: float = 0.0
     #: model ids the API reported for the answers of this batch (cached ones included), with their counts
     api_models: dict[str, int] = field(default_factory=dict)
+    #: endpoint hosts that produced the answers of this batch (cached ones included), with their counts
+    endpoints: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

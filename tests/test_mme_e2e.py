@@ -346,3 +346,7 @@ def test_malformed_setting_stops_the_run_before_inference(
     assert f"{variable}={value!r}" in text and accepted in text, text[-3000:]
     assert "Running generate_until requests" not in text  # failed before inference
     assert "EMO_JUDGE=offline (or no judge configured" not in text  # never silently judge-free
+    # the real problem comes first, once, on one line (lmms-eval's 5 retries would bury it under a RetryError)
+    first = next(line for line in proc.stderr.splitlines() if f"{variable}=" in line)
+    assert first.startswith("emo-tasks: mme_emotion/sample/") and accepted in first, first
+    assert "RetryError" not in text
