@@ -40,6 +40,8 @@ class Judge:
                 ratings.append("1/1")
             return Reply(text="Ratings:\n<score>" + ", ".join(f"Step {i + 1}: {r}" for i, r in enumerate(ratings)) +
                          "</score>")  # fmt: skip
+        if "Final score: <a number from 0 to 100>" in text:  # MultiEmo's LLM-as-a-judge stage
+            return Reply(text=f"Conclusion: weighed both sides.\nFinal score: {_h(text) % 101}")
         return Reply(kind="status", status=400, text="unexpected request")
 
 

@@ -262,3 +262,18 @@ def test_the_readme_gpu_then_judge_commands_as_written(tmp_path: Path) -> None:
     assert "MME-Emotion — Rea-S" in report.stdout and "judged" in report.stdout  # the judged run, not the bypass
     rea = values(_results(next((tmp_path / "out" / "judged").iterdir())))["mme_emotion_sample"]["rea_s,none"]
     assert rea is not None and f"{rea:.2f}" in report.stdout
+
+
+def test_multiemo_judge_stage_over_a_run(runs: dict[str, Path]) -> None:
+    """`--multiemo-judge`: MultiEmo's LLM-as-a-judge over this run's answers, its metrics beside the model's."""
+    out = runs["root"] / "multiemo_judged"
+    with LoopbackServer(responder=Model(), expected_api_key=API_KEY) as srv:
+        proc = emo(_env(runs["root"] / "cache_multi", srv), "judge", str(runs["B"]), "--tasks", "multiemo_sample",
+                   "--multiemo-judge", "--out", str(out))  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        judge_requests = [c for c in srv.calls if c.model == "gpt-4o-2024-11-20"]
+    row = values(_results(out))["multiemo_sample"]
+    assert len(judge_requests) == 6 * 8  # one per image and emotion of the sample
+    assert row["judged_n_images,none"] == 6 and row["judged_precision_ours,none"] is not None
+    assert row["precision_ours,none"] == values(_results(runs["A"]))["multiemo_sample"]["precision_ours,none"]
+    assert list((out / "emo_tasks_judge").glob("*_judged_predictions.jsonl"))
