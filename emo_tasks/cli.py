@@ -2,13 +2,19 @@
 
     emo-tasks judge RUN_DIR [--tasks T,...] [--out DIR] [--judge-model M] [--step-model S] [--audio-model A]
                     [--multiemo-judge] [--dry-run [--price MODEL=IN/OUT ...]]
+    emo-tasks export RUN_DIR --format mme-official|mvei-official|multiemo-table --out DIR [--model-name NAME]
     emo-tasks report RUN_DIR... [--format md|csv|json] [--out FILE] [--plot FILE.png] [--resamples N] [--seed S]
     emo-tasks compare BASE_RUN NEW_RUN [--metric M ...] [--max-drop X] [--alpha 0.05] [--force]
+                      [--base-run NAME_OR_PATH] [--new-run NAME_OR_PATH]
+                      [--max-failure-share 0.1] [--min-coverage 0.9]
     emo-tasks agreement JUDGE_FILE HUMAN_FILE [--icc-form ICC(2,1)] [--format text|json]
     emo-tasks agreement RUN_A RUN_B [--icc-form ICC(2,1)] [--format text|json] [--resamples N] [--seed S]
 
-Exit codes: 0 ok; 1 `compare` found a significant drop larger than --max-drop (a regression gate for CI);
-2 unusable input (unreadable run, runs that differ in data / prompts / judges without --force, no overlap).
+Exit codes of `report` and `compare` (the regression gate for CI): 0 ok / pass; 1 `compare` found a significant
+drop larger than --max-drop; 2 not comparable: no run in a folder or several and none picked, runs that differ in
+data (config or data hash of the sample logs), prompts or judges (--force compares anyway), a judge-failure share
+above --max-failure-share or a paired coverage below --min-coverage in either run, no overlap; 3 error: malformed
+input (a results file that is not lmms-eval's JSON) or a crash - a one-line message, never a traceback.
 
 Agreement input: JSONL, one rating per line, `{"item": "<id>", "rating": <number>}`.  `item` is any string id
 (e.g. "<video_id>#step3"); both files must rate on the same scale; ratings are joined on `item`.  Two run
@@ -27,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from . import report
+
+EXIT_PASS, EXIT_REGRESSION, EXIT_NOT_COMPARABLE, EXIT_ERROR = 0, 1, 2, 3
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -54,6 +62,17 @@ def _parser() -> argparse.ArgumentParser:
     j.add_argument("--price", action="append", default=[], metavar="MODEL=IN/OUT",
                    help="USD per 1M input/output tokens for the cost estimate (repeatable)")  # fmt: skip
 
+    x = sub.add_parser("export", help="write a run in the benchmark authors' own formats (leaderboard submission)")
+    x.add_argument("run", metavar="RUN_DIR", help="lmms-eval --output_path folder (judged, for mme-official)")
+    x.add_argument("--format", required=True, choices=("mme-official", "mvei-official", "multiemo-table"))
+    x.add_argument("--out", required=True, metavar="DIR", help="folder to write the export into")
+    x.add_argument(
+        "--model-name",
+        dest="model_name",
+        default=None,
+        help="name in the file names and metrics files (default: the model_version/pretrained of the run)",
+    )
+
     r = sub.add_parser("report", help="paper-style tables (with bootstrap CIs) for one or more runs")
     r.add_argument("runs", nargs="+", metavar="RUN_DIR", help="lmms-eval --output_path folders")
     r.add_argument("--format", choices=("md", "csv", "json"), default="md")
@@ -68,7 +87,29 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--metric", action="append", default=[], help="metric or TASK:METRIC (repeatable)")
     c.add_argument("--max-drop", type=float, default=0.0, help="tolerated drop in the metric's units (default 0)")
     c.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
-    c.add_argument("--force", action="store_true", help="compare even when data, prompts or judges differ")
+    c.add_argument(
+        "--force",
+        action="store_true",
+        help="compare even when data, prompts or judges differ or the thresholds below are passed",
+    )
+    c.add_argument(
+        "--base-run",
+        metavar="NAME_OR_PATH",
+        help="the results file to use in BASE_RUN when it holds several (a path, or a part of its path "
+        "below BASE_RUN, e.g. a date stamp or judged/<judge>)",
+    )
+    c.add_argument("--new-run", metavar="NAME_OR_PATH", help="the same for NEW_RUN")
+    c.add_argument(
+        "--max-failure-share",
+        type=float,
+        default=0.1,
+        metavar="SHARE",
+        help="not comparable (exit 2) when either run's judge-failure share n_judge_failed / (n_scored + "
+        "n_judge_failed) is above this (default 0.1)",
+    )
+    c.add_argument("--min-coverage", type=float, default=0.9, metavar="SHARE",
+                   help="not comparable (exit 2) when a metric's paired samples are fewer than this share of either "
+                   "run's samples of the task (default 0.9)")  # fmt: skip
     c.add_argument("--resamples", type=int, default=1000)
     c.add_argument("--seed", type=int, default=0)
 
@@ -95,15 +136,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "judge":
         return cmd_judge(args)
+    if args.command == "export":
+        from .export import main_export
+
+        return main_export(args)
     try:
         if args.command == "report":
             return cmd_report(args)
         if args.command == "compare":
             return cmd_compare(args)
         return cmd_agreement(args)
+    except report.InputError as exc:
+        print(f"emo-tasks {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     except report.ReportError as exc:
         print(f"emo-tasks {args.command}: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_NOT_COMPARABLE
+    except Exception as exc:  # noqa: BLE001 - a crash must not read as a regression (exit 1) in CI
+        if args.command == "agreement":
+            raise
+        print(f"emo-tasks {args.command}: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
 
 
 def _emit(text: str, out: str | None) -> None:
@@ -139,6 +192,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     """Tables for every run; missing files become notes (exit 0), only an unreadable run is an error."""
     runs = [report.load_run(p) for p in args.runs]
     report.label_runs(runs)
+    for run in runs:
+        print(f"emo-tasks report: {run.label}: {report.describe(run)}", file=sys.stderr)
     if args.format == "md":
         text = report.render_markdown(runs, report.build_tables(runs, args.resamples, args.seed))
     elif args.format == "csv":
@@ -159,39 +214,68 @@ def _fmt(x: float | None, digits: int = 3) -> str:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """Exit 1 on a significant drop beyond --max-drop, 2 when the runs are not comparable (unless --force)."""
-    base, new = report.load_run(args.base), report.load_run(args.new)
+    """Exit 1 on a significant drop beyond --max-drop; 2 when the runs are not comparable (unless --force): data,
+    prompts or judges differ, a data hash differs, too many judge failures or too little paired coverage."""
+    base = report.load_run(args.base, args.base_run, strict=True)
+    new = report.load_run(args.new, args.new_run, strict=True)
+    print(f"base: {report.describe(base)}\nnew:  {report.describe(new)}")
     reasons = report.mismatches(base, new)
     if args.metric:
         pairs, unmatched = report.select_metrics(base, new, args.metric)
         if unmatched:
             print(f"emo-tasks compare: no metric {', '.join(unmatched)} in both runs", file=sys.stderr)
-            return 2
+            return EXIT_NOT_COMPARABLE
     else:
         pairs = report.default_metrics(base, new)
+        reasons.extend(report.one_sided_headlines(base, new))
     if not pairs and not reasons:
         reasons.append("data: no metric is present in both runs")
+    tasks = sorted({t for t, _ in pairs})
+    # judge failures: over the picked metrics' tasks with --metric, else over every task both runs have
+    shared = tasks if args.metric else sorted(t for t in set(base.results) & set(new.results) if report.benchmark_of(t))
+    differ, unchecked = report.data_identity(base, new, tasks)
+    reasons.extend(differ)
+    failures = {side: report.failure_share(run, shared) for side, run in (("base", base), ("new", new))}
+    for side, got in failures.items():
+        if got and got[1] and got[0] / got[1] > args.max_failure_share:
+            reasons.append(
+                f"judge failures: {got[0]} of {got[1]} judged samples failed in the {side} run "
+                f"({got[0] / got[1]:.0%} > --max-failure-share {args.max_failure_share:g}); rerun its judge "
+                "(`emo-tasks judge` resends only the failures)"
+            )
     results, skipped = [], []
     for task, metric in pairs:
         r = report.compare_metric(base, new, task, metric, args.resamples, args.seed)
         if isinstance(r, str):
             (reasons if r.startswith("data:") else skipped).append(r)
-        else:
-            results.append(r)
+            continue
+        results.append(r)
+        if r.coverage() < args.min_coverage:
+            reasons.append(
+                f"coverage: {task} {metric}: {r.n} paired samples of {r.n_base} (base) / {r.n_new} (new) "
+                f"({r.coverage():.0%} < --min-coverage {args.min_coverage:g})"
+            )
     if not results and skipped:
         reasons.append("data: no metric has per-sample values in both runs (" + "; ".join(skipped) + ")")
         skipped = []
+    if unchecked:
+        print(
+            "note: data identity could not be checked for " + ", ".join(unchecked) + " (run lmms-eval with "
+            "--log_samples to record it)",
+            file=sys.stderr,
+        )
     if reasons and not args.force:
         print("emo-tasks compare: the runs are not comparable (use --force to compare anyway):", file=sys.stderr)
         for reason in reasons:
             print(f"  - {reason}", file=sys.stderr)
-        return 2
+        _print_failures(failures)
+        return EXIT_NOT_COMPARABLE
     for reason in reasons:
         print(f"warning (--force): {reason}", file=sys.stderr)
     for s in skipped:
         print(f"skipped: {s}", file=sys.stderr)
 
-    header = ["task", "metric", "base", "new", "delta", "95% CI", "p", "n", "test", "verdict"]
+    header = ["task", "metric", "base", "new", "delta", "95% CI", "p", "n paired (base/new)", "test", "verdict"]
     rows, failed = [], []
     for r in results:
         regression = r.p_value < args.alpha and r.drop > args.max_drop
@@ -212,7 +296,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 f"{r.delta:+.3f}",
                 f"[{r.low:+.3f}, {r.high:+.3f}]",
                 f"{r.p_value:.4f}",
-                str(r.n),
+                f"{r.n} ({r.n_base}/{r.n_new})",
                 r.method,
                 verdict,
             ]
@@ -222,14 +306,22 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
     print(
-        f"\nbase: {args.base}\nnew:  {args.new}\ndelta = new - base; lower-is-better metrics: "
+        f"\ndelta = new - base; lower-is-better metrics: "
         f"{', '.join(sorted(report.lower_is_better()))}; alpha {args.alpha}, max drop {args.max_drop}"
     )
+    _print_failures(failures, out=sys.stdout)
     if failed:
         names = ", ".join(f"{r.task}:{r.metric}" for r in failed)
         print(f"emo-tasks compare: significant drop in {names}", file=sys.stderr)
-        return 1
-    return 0
+        return EXIT_REGRESSION
+    return EXIT_PASS
+
+
+def _print_failures(failures: dict[str, tuple[int, int] | None], out: Any = None) -> None:
+    """One line: each run's judge failures over the compared tasks."""
+    parts = [f"{side} {got[0]} of {got[1]}" for side, got in failures.items() if got is not None]
+    if parts:
+        print("judge failures (judge-failed of judged samples): " + ", ".join(parts), file=out or sys.stderr)
 
 
 def _read_ratings(path: str) -> dict[str, float]:

@@ -26,13 +26,31 @@ Leaderboard JSON (`emo-tasks report --format json`), schema "emo-tasks/leaderboa
         "prompt_hashes": {task: {name: sha256[:16]}},
         "sample_counts": {task: int},                     # lmms-eval's n-samples (effective)
         "judge_failures": {task: {"<stage>:<reason>": count}},
+        "data_hash": {task: str | null},  # sha256[:16] over the sorted (doc_id, target) pairs of the sample
+                                          # log (targets carry a row hash); null without --log_samples
+        "results_file": str,                              # the results file read
         "metrics": {task: {metric: {"value": float | null,   # results.json's number
                                     "ci_low": float | null, "ci_high": float | null,  # 95 % percentile bootstrap
-                                    "n": int | null}}},       # per-sample values behind the CI
-        "notes": [str]}]}             # what is missing and how to get it
+                                    "n": int | null,          # per-sample values behind the CI
+                                    # judge-dependent values of a task with judge counts (MME-Emotion) only:
+                                    "n_scored": int | null, "n_judge_failed": int | null}}},
+        "notes": [str]}]}             # what is missing and how to get it, the true reason of every null
 
 A value of null means the run did not produce the metric (see notes); ci_* are null without per-sample files.
-Version 1 is additive-only: new keys may appear, existing keys keep their meaning.
+Version 1 is additive-only: new keys may appear, existing keys keep their meaning.  `lmms_eval_version` is the
+one results.json records, or the installed lmms_eval's when that says "unknown".
+
+Which results file a folder means: every `*_results.json` under it counts, lmms-eval's and those `emo-tasks judge`
+wrote (under `judged/`, or carrying an `emo_tasks_judge` block; of a judge folder judged again, its newest).  One
+file: that one.  One lmms-eval run plus exactly one judged result of it: the judged one (the same run, scored).
+Anything else is ambiguous: `compare` refuses it (exit 2) unless a run is picked (`--base-run` / `--new-run`, or
+the results file as the argument); `report` takes the newest and says so.  Both print the file, its date and the
+model they used.
+
+Exit codes of `emo-tasks compare` (the regression gate): 0 pass; 1 regression; 2 not comparable (data, prompts or
+judges differ, a data hash differs, too many judge failures or too little paired coverage, a headline metric null
+in one run only, no or several runs in a folder); 3 error (malformed input, a crash) - always with a one-line
+message, never a traceback.
 """
 
 from __future__ import annotations
@@ -69,7 +87,17 @@ def lower_is_better() -> frozenset[str]:
 
 
 class ReportError(Exception):
-    """A run folder that cannot be read at all (no results.json)."""
+    """A run folder that cannot be used: no results file, or several and none picked (exit 2)."""
+
+
+class InputError(ReportError):
+    """Malformed input: a results file that is not the JSON lmms-eval writes (exit 3)."""
+
+
+#: Result metrics that count a task's judged samples (MME-Emotion); a task with them has judge-dependent values.
+JUDGE_COUNTS = ("n_scored", "n_judge_failed")
+#: Metrics of such a task that do not depend on the judge (the answer's length, the counts themselves).
+JUDGE_FREE = frozenset({"avg_token", *JUDGE_COUNTS})
 
 
 # ------------------------------------------------------------------------------------------------ loading
@@ -86,6 +114,10 @@ class Run:
     #: task -> the benchmark's own summary of it (judge models, prompt hashes, ...)
     summaries: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: why this results file was chosen when the folder held others (None: it was the only one, or picked)
+    choice: str | None = None
+    #: leaf task -> `data_hash` of its sample log (None without one)
+    data_hashes: dict[str, str | None] = field(default_factory=dict)
 
     @property
     def results(self) -> dict[str, dict[str, Any]]:
@@ -118,27 +150,111 @@ class Run:
         return list((self.data.get("group_subtasks") or {}).get(group) or [])
 
 
-def find_results(run_dir: Path) -> Path:
-    """The newest `<date>_results.json` under run_dir (lmms-eval nests it in a model folder)."""
+_JUDGED_DIR = "judged"  # emo_tasks.stage.JUDGED_DIR
+_MARKER = "emo_tasks_judge"  # emo_tasks.stage.MARKER
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{path}: not readable JSON ({exc})") from exc
+
+
+def _is_judged(path: Path, root: Path, data: Any) -> bool:
+    rel = path.relative_to(root).parts[:-1] if root in path.parents else ()
+    return _JUDGED_DIR in rel or (isinstance(data, dict) and _MARKER in data)
+
+
+def candidates(run_dir: Path) -> tuple[list[Path], list[Path]]:
+    """(lmms-eval results files, judged results files) under run_dir, each sorted by name."""
+    lmms, judged = [], []
+    for path in sorted(run_dir.rglob("*results.json"), key=lambda p: (p.name, str(p))):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            data = None  # still a candidate: reading it reports the error if it is the one chosen
+        (judged if _is_judged(path, run_dir, data) else lmms).append(path)
+    return lmms, judged
+
+
+def _pick(run_dir: Path, pick: str, found: list[Path]) -> Path:
+    """--run NAME_OR_PATH: a results file or folder (absolute, or relative to the cwd or to run_dir), else the
+    one results file whose path below run_dir contains NAME."""
+    for cand in (Path(pick), run_dir / pick):
+        if cand.is_file():
+            return cand
+        if cand.is_dir() and cand != run_dir:
+            return find_results(cand, strict=True)[0]
+    hits = [f for f in found if pick in str(f.relative_to(run_dir))]
+    if len(hits) == 1:
+        return hits[0]
+    listed = "; ".join(str(f.relative_to(run_dir)) for f in found) or "none"
+    what = "matches several" if hits else "matches no"
+    raise ReportError(f"{run_dir}: --run {pick!r} {what} results file (found: {listed})")
+
+
+def find_results(run_dir: Path, pick: str | None = None, strict: bool = False) -> tuple[Path, str | None]:
+    """The results file a run folder means, and a note when the choice was not the only possibility.
+
+    Every `*_results.json` under run_dir counts (lmms-eval nests them in a model folder; `emo-tasks judge` writes
+    RUN/judged/<judge>/, where a judge run again only adds a newer result: the newest per judge folder counts).
+    One: that one.  One lmms-eval run and exactly one judged result of it: the judged one.
+    Otherwise ambiguous: strict (compare) raises ReportError naming them, else the newest is used with a note."""
     if run_dir.is_file():
-        return run_dir
-    found = sorted(run_dir.rglob("*results.json"), key=lambda p: (p.name, str(p)))
+        return run_dir, None
+    lmms, judged_all = candidates(run_dir)
+    found_all = sorted(lmms + judged_all, key=lambda p: (p.name, str(p)))
+    if pick:
+        return _pick(run_dir, pick, found_all), None
+    newest: dict[Path, Path] = {}  # a judge folder judged again (failures resent): its newest result counts
+    for f in judged_all:
+        if f.parent not in newest or f.name > newest[f.parent].name:
+            newest[f.parent] = f
+    judged = sorted(newest.values(), key=lambda p: (p.name, str(p)))
+    found = sorted(lmms + judged, key=lambda p: (p.name, str(p)))
     if not found:
         raise ReportError(f"{run_dir}: no *_results.json found (was lmms-eval run with --output_path {run_dir}?)")
-    return found[-1]
+    if len(found) == 1:
+        return found[0], None
+    if len(lmms) == 1 and len(judged) == 1 and _judged_from(judged[0]) == lmms[0].name:
+        return judged[0], f"judged results of {lmms[0].name}"
+    listed = ", ".join(str(f.relative_to(run_dir)) for f in found)
+    if strict:
+        raise ReportError(
+            f"{run_dir} holds {len(found)} results files ({len(lmms)} lmms-eval run(s), {len(judged)} judged): "
+            f"{listed}; pick one with --base-run/--new-run NAME_OR_PATH or pass the results file itself"
+        )
+    newest = max(found, key=lambda p: (p.stat().st_mtime, p.name))
+    return newest, f"{len(found)} results files in the folder ({listed}); the newest is used"
 
 
-def load_run(run_dir: str | Path) -> Run:
-    """Read one run folder; missing per-sample files become notes, never errors."""
+def _judged_from(path: Path) -> str | None:
+    """The file name of the lmms-eval results a judged results file was made from."""
+    try:
+        block = json.loads(path.read_text(encoding="utf-8")).get(_MARKER) or {}
+        return Path(str(block.get("source_results") or "")).name or None
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return None
+
+
+def load_run(run_dir: str | Path, pick: str | None = None, strict: bool = False) -> Run:
+    """Read one run folder; missing per-sample files become notes, never errors.  `pick`/`strict`: see
+    `find_results`.  A malformed results file raises InputError."""
     path = Path(run_dir)
     if not path.exists():
         raise ReportError(f"{path}: no such run folder")
-    results_file = find_results(path)
-    try:
-        data = json.loads(results_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ReportError(f"{results_file}: not readable JSON ({exc})") from exc
-    run = Run(path=_run_root(path, results_file), results_file=results_file, data=data)
+    results_file, choice = find_results(path, pick, strict)
+    data = _read_json(results_file)
+    if not isinstance(data, dict) or not isinstance(data.get("results", {}), dict):
+        raise InputError(f"{results_file}: not an lmms-eval results file (no 'results' object)")
+    for key in ("configs", "config", "n-samples", "group_subtasks"):
+        if not isinstance(data.get(key) or {}, dict):
+            raise InputError(f"{results_file}: '{key}' is not an object")
+    for task, row in data["results"].items():
+        if not isinstance(row, dict):
+            raise InputError(f"{results_file}: results[{task!r}] is not an object")
+    run = Run(path=_run_root(path, results_file), results_file=results_file, data=data, choice=choice)
     for task in sorted(run.results):
         bench = benchmark_of(task)
         if bench is None or task in bench.groups or bench.read_samples is None:
@@ -149,7 +265,37 @@ def load_run(run_dir: str | Path) -> Run:
         if got.summary is not None:
             run.summaries[task] = got.summary
         run.notes.extend(got.notes)
+        run.data_hashes[task] = data_hash(run.path, run.results_file, task)
     return run
+
+
+def data_hash(run_dir: Path, results_file: Path, task: str) -> str | None:
+    """sha256[:16] over the sorted (doc_id, target) pairs of the task's sample log: every task's target is the gold
+    answer plus a hash of its row, so this identifies the data the run used.  None without a usable sample log."""
+    import hashlib
+
+    from emo_tasks.datafiles import read_jsonl_rows, sample_log
+
+    log = sample_log(run_dir, results_file, task)
+    if log is None:
+        return None
+    try:
+        pairs = sorted({(str(r.get("doc_id")), str(r.get("target"))) for r in read_jsonl_rows(log)})
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return None
+    if not pairs:
+        return None
+    return hashlib.sha256(json.dumps(pairs).encode("utf-8")).hexdigest()[:16]
+
+
+def describe(run: Run) -> str:
+    """Which results file a run is: path, its date (results.json's, and the file's mtime) and the model."""
+    import datetime
+
+    mtime = datetime.datetime.fromtimestamp(run.results_file.stat().st_mtime, datetime.timezone.utc)
+    model = f"{run.model or '?'}" + (f" ({run.model_args})" if run.model_args else "")
+    text = f"{run.results_file} (date {run.data.get('date')}, written {mtime:%Y-%m-%d %H:%M:%S} UTC, model {model})"
+    return text + (f" [{run.choice}]" if run.choice else "")
 
 
 def _run_root(path: Path, results_file: Path) -> Path:
@@ -190,6 +336,62 @@ def samples_for(run: Run, task: str) -> dict[str, dict[Any, float]]:
     return pooled
 
 
+def leaves(run: Run, task: str) -> list[str]:
+    """A group's subtasks (as lmms-eval recorded them), else the task itself."""
+    bench = benchmark_of(task)
+    return sorted(run.subtasks(task)) if bench is not None and task in bench.groups else [task]
+
+
+def has_judge_counts(run: Run, task: str) -> bool:
+    return all(run.has(task, m) for m in JUDGE_COUNTS)
+
+
+def _count(run: Run, task: str, metric: str) -> int | None:
+    v = run.value(task, metric)
+    if v is None:  # results.json lacks it: the benchmark's summary may hold it
+        v = ((run.summaries.get(task) or {}).get("metrics") or {}).get(metric)
+        if v is None:
+            v = (run.summaries.get(task) or {}).get(metric)
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def judge_counts(run: Run, task: str) -> tuple[int | None, int | None]:
+    """(n_scored, n_judge_failed) of a task or group, from results.json (else the task's summary); None when the
+    run did not count them (deferred judging, a benchmark without a judge)."""
+    return _count(run, task, "n_scored"), _count(run, task, "n_judge_failed")
+
+
+def judge_mode(run: Run, task: str) -> str | None:
+    """The judge mode the benchmark's summary records for the task (a group: its subtasks' when they agree)."""
+    modes = {(run.summaries.get(t) or {}).get("judge_mode") for t in leaves(run, task)}
+    modes.discard(None)
+    return modes.pop() if len(modes) == 1 else None
+
+
+def null_reason(run: Run, task: str, metric: Metric) -> str | None:
+    """Why a metric is null in this run: deferred judging, judge failures, or offline mode (the summary's
+    judge_mode and the judge counts say which), else the metric's own reason."""
+    mode = judge_mode(run, task)
+    scored, failed = judge_counts(run, task)
+    if mode == "defer" or (mode is None and has_judge_counts(run, task) and scored is None):
+        return f"judging deferred (EMO_JUDGE=defer): run `emo-tasks judge {run.path}` to score it"
+    if failed and not scored:
+        fails = _failures(run, task)
+        return f"every judged sample failed: {failed} judge failures" + (f" ({fails})" if fails else "")
+    if mode == "offline" or metric.null_reason is None or mode is None:
+        return metric.null_reason
+    return f"no sample scored ({scored} scored, {failed} failed; judge mode {mode})"
+
+
+def _failures(run: Run, task: str) -> str:
+    """The summaries' failure counts of a task or group, "stage:reason xN" joined."""
+    counts: dict[str, int] = {}
+    for t in leaves(run, task):
+        for k, v in ((run.summaries.get(t) or {}).get("judge_failures") or {}).items():
+            counts[k] = counts.get(k, 0) + int(v)
+    return ", ".join(f"{k} x{v}" for k, v in sorted(counts.items()))
+
+
 # ------------------------------------------------------------------------------------------------ cells
 @dataclass
 class Cell:
@@ -199,6 +401,8 @@ class Cell:
     ci_low: float | None = None
     ci_high: float | None = None
     n: int | None = None
+    #: judge-dependent values only: (n scored, n judge-failed) of the task, else None
+    judged: tuple[int | None, int | None] | None = None
 
     def text(self, digits: int = 2) -> str:
         if self.value is None:
@@ -206,10 +410,15 @@ class Cell:
         s = f"{self.value:.{digits}f}"
         if self.ci_low is not None and self.ci_high is not None:
             s += f" [{self.ci_low:.{digits}f}, {self.ci_high:.{digits}f}]"
+        if self.judged is not None and self.judged[0] is not None:
+            s += f" ({self.judged[0]} scored, {self.judged[1] or 0} failed)"
         return s
 
     def as_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "ci_low": self.ci_low, "ci_high": self.ci_high, "n": self.n}
+        d = {"value": self.value, "ci_low": self.ci_low, "ci_high": self.ci_high, "n": self.n}
+        if self.judged is not None:
+            d["n_scored"], d["n_judge_failed"] = self.judged
+        return d
 
 
 def cell(run: Run, task: str, metric: str, resamples: int, seed: int) -> Cell:
@@ -218,6 +427,8 @@ def cell(run: Run, task: str, metric: str, resamples: int, seed: int) -> Cell:
 
     value = run.value(task, metric)
     c = Cell(value)
+    if metric not in JUDGE_FREE and has_judge_counts(run, task):
+        c.judged = judge_counts(run, task)
     if value is None:
         return c
     vals = samples_for(run, task).get(metric)
@@ -300,26 +511,41 @@ def build_tables(runs: Sequence[Run], resamples: int = 1000, seed: int = 0) -> l
 def missing_notes(runs: Sequence[Run]) -> list[str]:
     """What is absent, one line per (run, problem), tasks sharing a problem listed together; plus loader notes."""
     present = _present(runs)
+    return [f"{run.label}: {note}" for run in runs for note in run_notes(run, present)]
+
+
+def run_notes(run: Run, present: Sequence[Benchmark] | None = None) -> list[str]:
+    """One run's notes (without its label): missing and null metrics with their true reason, judge failures,
+    the results-file choice, then the loader's notes."""
     lines = []
-    for run in runs:
-        for bench in present:
-            tasks = sorted(t for t in run.results if bench.owns(t))
-            if not tasks:
-                lines.append(f"{run.label}: no {bench.title} results in {run.results_file}")
-                continue
-            problems: dict[str, list[str]] = {}
-            for task in tasks:
-                for m in bench.table:
-                    if not m.in_table:
-                        continue
-                    if not run.has(task, m.name):
-                        problems.setdefault(f"no {m.name} in {run.results_file.name}", []).append(task)
-                    elif run.value(task, m.name) is None:
-                        why = f" ({m.null_reason})" if m.null_reason else ""
-                        problems.setdefault(f"{m.name} is null in {run.results_file.name}{why}", []).append(task)
-            for problem, names in problems.items():
-                lines.append(f"{run.label}: {', '.join(names)}: {problem}")
-        lines.extend(f"{run.label}: {n}" for n in run.notes)
+    if run.choice:
+        lines.append(f"results file {run.results_file} ({run.choice})")
+    for bench in _present([run]) if present is None else present:
+        tasks = sorted(t for t in run.results if bench.owns(t))
+        if not tasks:
+            lines.append(f"no {bench.title} results in {run.results_file}")
+            continue
+        problems: dict[str, list[str]] = {}
+        for task in tasks:
+            for m in bench.table:
+                if not m.in_table:
+                    continue
+                if not run.has(task, m.name):
+                    problems.setdefault(f"no {m.name} in {run.results_file.name}", []).append(task)
+                elif run.value(task, m.name) is None:
+                    reason = null_reason(run, task, m)
+                    why = f" ({reason})" if reason else ""
+                    problems.setdefault(f"{m.name} is null in {run.results_file.name}{why}", []).append(task)
+            scored, failed = judge_counts(run, task) if has_judge_counts(run, task) else (None, None)
+            if failed:
+                fails = _failures(run, task)
+                problems.setdefault(
+                    f"{failed} of {failed + (scored or 0)} samples judge-failed" + (f" ({fails})" if fails else "")
+                    + f"; its judge-dependent values are over the {scored or 0} scored", []
+                ).append(task)  # fmt: skip
+        for problem, names in problems.items():
+            lines.append(f"{', '.join(names)}: {problem}")
+    lines.extend(run.notes)
     return lines
 
 
@@ -345,7 +571,9 @@ def render_markdown(runs: Sequence[Run], tables: Sequence[Table]) -> str:
     out.append("## Runs")
     out.append("")
     for run in runs:
-        out.append(f"- {run.label}: {run.results_file}")
+        out.append(f"- {run.label}: {describe(run)}")
+    out.append("")
+    out.append("Judge-dependent MME-Emotion values show (n scored, n judge-failed) of the task.")
     return "\n".join(out) + "\n"
 
 
@@ -377,12 +605,25 @@ def render_csv(runs: Sequence[Run], resamples: int = 1000, seed: int = 0) -> str
     )
     writer.writeheader()
     for rec in metric_rows(runs, resamples, seed):
-        writer.writerow({k: ("" if v is None else v) for k, v in rec.items()})
+        writer.writerow({k: ("" if v is None else v) for k, v in rec.items() if k in writer.fieldnames})
     return buf.getvalue()
 
 
 def _by_task(run: Run, key: str) -> dict[str, Any]:
     return {task: s.get(key) for task, s in sorted(run.summaries.items())}
+
+
+def lmms_eval_version(run: Run) -> str | None:
+    """results.json's lmms_eval_version; the installed lmms_eval's when that is missing or says "unknown"."""
+    recorded = run.data.get("lmms_eval_version")
+    if isinstance(recorded, str) and recorded and "unknown" not in recorded:
+        return recorded
+    try:
+        from importlib.metadata import version
+
+        return version("lmms_eval")
+    except Exception:  # noqa: BLE001 - not installed: keep what the run recorded
+        return recorded if isinstance(recorded, str) else None
 
 
 def leaderboard(runs: Sequence[Run], resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
@@ -396,7 +637,7 @@ def leaderboard(runs: Sequence[Run], resamples: int = 1000, seed: int = 0) -> di
         for rec in records:
             if rec["run"] == run.label:
                 metrics.setdefault(rec["task"], {})[rec["metric"]] = {
-                    k: rec[k] for k in ("value", "ci_low", "ci_high", "n")
+                    k: rec[k] for k in ("value", "ci_low", "ci_high", "n", "n_scored", "n_judge_failed") if k in rec
                 }
         data_source = {}
         for task, cfg in sorted(run.configs.items()):
@@ -415,7 +656,7 @@ def leaderboard(runs: Sequence[Run], resamples: int = 1000, seed: int = 0) -> di
                 "model": run.model,
                 "model_args": run.model_args,
                 "emo_tasks_version": __version__,
-                "lmms_eval_version": run.data.get("lmms_eval_version"),
+                "lmms_eval_version": lmms_eval_version(run),
                 "date": run.data.get("date"),
                 "data_source": data_source,
                 "judge_models": judge_models if any(judge_models.values()) else None,
@@ -423,8 +664,10 @@ def leaderboard(runs: Sequence[Run], resamples: int = 1000, seed: int = 0) -> di
                 "prompt_hashes": _by_task(run, "prompt_hashes"),
                 "sample_counts": counts,
                 "judge_failures": _by_task(run, "judge_failures"),
+                "data_hash": dict(sorted(run.data_hashes.items())),
+                "results_file": str(run.results_file),
                 "metrics": metrics,
-                "notes": [n.split(": ", 1)[1] for n in missing_notes([run])],
+                "notes": run_notes(run),
             }
         )
     return {"schema": SCHEMA, "generated_by": f"emo-tasks {__version__}", "runs": out_runs}
@@ -498,6 +741,42 @@ class Comparison(PairedResult):
     base: float | None = None
     new: float | None = None
     drop: float = 0.0  # in the metric's units, positive = worse (orientation applied)
+    n_base: int = 0  # the metric's per-sample values in each run: paired coverage = n / n_base, n / n_new
+    n_new: int = 0
+
+    def coverage(self) -> float:
+        """The paired share of the smaller-covered run's samples."""
+        return min(self.n / self.n_base if self.n_base else 0.0, self.n / self.n_new if self.n_new else 0.0)
+
+
+def failure_share(run: Run, tasks: Sequence[str]) -> tuple[int, int] | None:
+    """(judge-failed, scored + judge-failed) over the leaf tasks behind `tasks`; None when no task counts them."""
+    failed = total = 0
+    counted = False
+    for leaf in sorted({t for task in tasks for t in leaves(run, task)}):
+        scored, fails = judge_counts(run, leaf)
+        if scored is None and fails is None:
+            continue
+        counted = True
+        failed += fails or 0
+        total += (scored or 0) + (fails or 0)
+    return (failed, total) if counted else None
+
+
+def data_identity(base: Run, new: Run, tasks: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(reasons: leaf tasks whose data hashes differ, unchecked: leaf tasks a run has no sample log for)."""
+    reasons, unchecked = [], []
+    for leaf in sorted({t for task in tasks for t in leaves(base, task) + leaves(new, task)}):
+        bh, nh = base.data_hashes.get(leaf), new.data_hashes.get(leaf)
+        if bh is None or nh is None:
+            side = " and ".join(s for s, h in (("base", bh), ("new", nh)) if h is None)
+            unchecked.append(f"{leaf} (no sample log in the {side} run)")
+        elif bh != nh:
+            reasons.append(
+                f"data: {leaf} used different data (data hash {bh} vs {nh}: the rows or their gold labels differ, "
+                "e.g. another EMO_DATA_ROOT or dataset version)"
+            )
+    return reasons, unchecked
 
 
 def mismatches(base: Run, new: Run) -> list[str]:
@@ -544,6 +823,23 @@ def default_metrics(base: Run, new: Run) -> list[tuple[str, str]]:
             if base.value(task, m.name) is not None and new.value(task, m.name) is not None:
                 pairs.append((task, m.name))
     return pairs
+
+
+def one_sided_headlines(base: Run, new: Run) -> list[str]:
+    """Headline metrics (as `default_metrics` picks them) that one run has a value for and the other has not: a
+    run whose judge failed everywhere must not pass by leaving its metrics out of the comparison."""
+    reasons = []
+    for task in sorted(set(base.results) & set(new.results)):
+        bench = benchmark_of(task)
+        if bench is None or (bench.groups and task not in bench.groups):
+            continue
+        for m in bench.table.headline:
+            values = {"base": base.value(task, m.name), "new": new.value(task, m.name)}
+            if (values["base"] is None) != (values["new"] is None):
+                side, run = ("base", base) if values["base"] is None else ("new", new)
+                why = null_reason(run, task, m) if run.has(task, m.name) else "not in its results"
+                reasons.append(f"missing: {task} {m.name} is null in the {side} run ({why})")
+    return reasons
 
 
 def select_metrics(base: Run, new: Run, wanted: Sequence[str]) -> tuple[list[tuple[str, str]], list[str]]:
@@ -597,4 +893,5 @@ def compare_metric(
     return Comparison(
         delta=delta, low=low, high=high, p_value=r.p_value, n=r.n, method=r.method,
         task=task, metric=metric, base=base.value(task, metric), new=new.value(task, metric), drop=drop,
+        n_base=len(bv), n_new=len(nv),
     )  # fmt: skip
