@@ -1,0 +1,223 @@
+"""A bounded on-disk cache of sampled video frames (the encoded JPEG bytes a judge request sends).
+
+Why: decoding is most of a judge phase's CPU (issue 13).  The request cache only helps when the whole request is
+the same; a second judge model, a changed prompt or a rerun with a cold request cache would decode every video
+again.  This cache is keyed by the video's content identity and the sampling parameters only, so any of those
+decodes nothing.
+
+- Off unless configured: the engine has no cache location of its own, the caller passes one
+  (`configure_frame_cache(<emo-tasks cache>/frames, max_bytes)`).
+- One file per (video, parameters), written atomically (`judges.atomic.atomic_path`), with a checksum: a reader
+  never sees half a file, and a damaged or vanished file is a miss, never an error.  Safe across threads and
+  processes (lmms-eval ranks, a render pool) sharing the folder.
+- Bounded: when the folder passes `max_bytes`, the least recently used files (by mtime, refreshed on every hit)
+  are removed down to 90 % of the bound.
+- `clear_frame_cache(folder)` removes it all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .atomic import atomic_path
+
+DEFAULT_FRAME_CACHE_MAX_MB = 2048
+#: Bump when the sampling rule or the encoder settings change, so old entries are never served.
+FRAME_CACHE_VERSION = "frames-v1"
+_MAGIC = b"EMOFRM1\n"
+_SUFFIX = ".frames"
+_EVICT_TO = 0.9
+
+
+def frame_cache_key(identity: str, interval_s: float, max_frames: int, max_side: int | None, quality: int) -> str:
+    """The cache key of one video's sampled frames: content identity + every parameter that changes the bytes."""
+    text = f"{FRAME_CACHE_VERSION};id={identity};interval={interval_s!r};max={max_frames};side={max_side};q={quality}"
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _pack(frames: list[bytes]) -> bytes:
+    body = struct.pack("<I", len(frames)) + b"".join(struct.pack("<I", len(f)) for f in frames) + b"".join(frames)
+    return _MAGIC + body + hashlib.sha256(body).digest()
+
+
+def _unpack(data: bytes) -> list[bytes] | None:
+    if len(data) < len(_MAGIC) + 4 + 32 or not data.startswith(_MAGIC):
+        return None
+    body, digest = data[len(_MAGIC) : -32], data[-32:]
+    if hashlib.sha256(body).digest() != digest:
+        return None
+    (count,) = struct.unpack_from("<I", body, 0)
+    offset = 4 + 4 * count
+    if offset > len(body):
+        return None
+    lengths = struct.unpack_from(f"<{count}I", body, 4)
+    if offset + sum(lengths) != len(body):
+        return None
+    frames = []
+    for n in lengths:
+        frames.append(body[offset : offset + n])
+        offset += n
+    return frames
+
+
+class FrameCache:
+    """Sampled frames (lists of JPEG bytes) under `root`, one file per key, at most about `max_bytes` in all."""
+
+    def __init__(self, root: str | Path, max_bytes: int = DEFAULT_FRAME_CACHE_MAX_MB << 20) -> None:
+        if max_bytes <= 0:
+            raise ValueError(f"frame cache bound must be positive, got {max_bytes} bytes")
+        self.root = Path(root)
+        self.max_bytes = int(max_bytes)
+        self._lock = threading.Lock()
+        self._approx_bytes: int | None = None  # this process's running estimate; rescanned when over the bound
+
+    def _file(self, key: str) -> Path:
+        return self.root / key[:2] / (key + _SUFFIX)
+
+    def get(self, key: str) -> list[bytes] | None:
+        path = self._file(key)
+        try:
+            data = path.read_bytes()
+        except OSError:  # not there, or evicted by another process meanwhile
+            return None
+        frames = _unpack(data)
+        if frames is None:
+            return None
+        try:
+            os.utime(path)  # least recently used = oldest mtime
+        except OSError:
+            pass
+        return frames
+
+    def put(self, key: str, frames: list[bytes]) -> None:
+        data = _pack(frames)
+        try:
+            with atomic_path(self._file(key)) as tmp:
+                tmp.write_bytes(data)
+        except OSError:  # a full or read-only disk costs a decode next time, never the request
+            return
+        with self._lock:
+            if self._approx_bytes is None:
+                self._approx_bytes = self.size_bytes()
+            else:
+                self._approx_bytes += len(data)
+            if self._approx_bytes > self.max_bytes:
+                self._approx_bytes = self._evict()
+
+    def _entries(self) -> list[tuple[float, int, Path]]:
+        out = []
+        if not self.root.is_dir():
+            return out
+        for sub in os.scandir(self.root):
+            if not sub.is_dir():
+                continue
+            for entry in os.scandir(sub.path):
+                if entry.name.endswith(_SUFFIX):
+                    try:
+                        st = entry.stat()
+                    except OSError:
+                        continue
+                    out.append((st.st_mtime, st.st_size, Path(entry.path)))
+        return out
+
+    def size_bytes(self) -> int:
+        return sum(size for _, size, _ in self._entries())
+
+    def _evict(self) -> int:
+        entries = sorted(self._entries())
+        total = sum(size for _, size, _ in entries)
+        target = int(self.max_bytes * _EVICT_TO)
+        for _, size, path in entries:
+            if total <= target:
+                break
+            try:
+                path.unlink()
+            except OSError:
+                pass
+            total -= size
+        return total
+
+
+def clear_frame_cache(root: str | Path) -> int:
+    """Remove every cached frame file (and stale temporaries) under `root`; returns how many files went."""
+    root = Path(root)
+    removed = 0
+    if not root.is_dir():
+        return 0
+    for sub in os.scandir(root):
+        if not sub.is_dir():
+            continue
+        for entry in os.scandir(sub.path):
+            if entry.name.endswith(_SUFFIX) or (entry.name.startswith(".") and ".tmp" in entry.name):
+                try:
+                    os.unlink(entry.path)
+                    removed += 1
+                except OSError:
+                    pass
+        try:
+            os.rmdir(sub.path)
+        except OSError:
+            pass
+    return removed
+
+
+def frame_cache_max_bytes(env: Mapping[str, str] | None = None) -> int:
+    """`EMO_FRAME_CACHE_MAX_MB` (default 2048; 0 turns the frame cache off) in bytes; a bad value raises
+    JudgeConfigError naming the variable.  For the caller's settings (emo-tasks reads the environment there)."""
+    from .config import _env_number
+
+    env = os.environ if env is None else env
+    return int(_env_number(env, "EMO_FRAME_CACHE_MAX_MB", DEFAULT_FRAME_CACHE_MAX_MB, int, 0)) << 20
+
+
+_active: FrameCache | None = None
+
+
+def configure_frame_cache(root: str | Path | None, max_bytes: int = DEFAULT_FRAME_CACHE_MAX_MB << 20) -> None:
+    """Turn the frame cache on at `root` (bounded by `max_bytes`), or off with None or `max_bytes=0`.
+    Process-wide (a render pool's workers must call it too); call it before rendering (emo-tasks: with
+    `<cache dir>/frames`)."""
+    global _active
+    if root is None or max_bytes <= 0:
+        _active = None
+    elif _active is None or _active.root != Path(root) or _active.max_bytes != int(max_bytes):
+        _active = FrameCache(root, max_bytes)
+
+
+def active_frame_cache() -> FrameCache | None:
+    return _active
+
+
+# Render statistics (benchmarks read them; cheap enough to keep always on).
+_stats_lock = threading.Lock()
+_stats: dict[str, float] = {}
+
+
+def reset_render_stats() -> None:
+    with _stats_lock:
+        _stats.clear()
+        _stats.update(decodes=0, decode_s=0.0, encode_s=0.0, cache_hits=0, cache_misses=0, cache_read_s=0.0)
+
+
+def render_stats() -> dict[str, float]:
+    """Counts and CPU-side seconds of frame rendering since the last reset: decodes, decode_s (demux + decode +
+    RGB), encode_s (JPEG), cache_hits, cache_misses, cache_read_s."""
+    with _stats_lock:
+        return dict(_stats)
+
+
+def _add_stats(**values: Any) -> None:
+    with _stats_lock:
+        for name, value in values.items():
+            _stats[name] = _stats.get(name, 0) + value
+
+
+reset_render_stats()
+_now = time.perf_counter
