@@ -194,3 +194,10 @@ class EngineSettings:
             cache_path=Path(cache_dir) if (cache_dir is not None and use_cache) else None,
             progress=env_flag(env, "EMO_PROGRESS", True),
         )
+
+
+def frame_cache_max_mb(env: Mapping[str, str] | None, default: int) -> int:
+    """`EMO_FRAME_CACHE_MAX_MB`: the bound of the judge's on-disk frame cache (0 turns it off); a bad value raises
+    JudgeConfigError naming the variable."""
+    env = os.environ if env is None else env
+    return int(_env_number(env, "EMO_FRAME_CACHE_MAX_MB", default, int, 0))

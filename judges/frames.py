@@ -168,13 +168,11 @@ def clear_frame_cache(root: str | Path) -> int:
     return removed
 
 
-def frame_cache_max_bytes(env: Mapping[str, str] | None = None) -> int:
-    """`EMO_FRAME_CACHE_MAX_MB` (default 2048; 0 turns the frame cache off) in bytes; a bad value raises
-    JudgeConfigError naming the variable.  For the caller's settings (emo-tasks reads the environment there)."""
-    from .config import _env_number
+def frame_cache_max_bytes(env: Mapping[str, str]) -> int:
+    """`EMO_FRAME_CACHE_MAX_MB` of `env` in bytes (see `judges.config.frame_cache_max_mb`)."""
+    from .config import frame_cache_max_mb
 
-    env = os.environ if env is None else env
-    return int(_env_number(env, "EMO_FRAME_CACHE_MAX_MB", DEFAULT_FRAME_CACHE_MAX_MB, int, 0)) << 20
+    return frame_cache_max_mb(env, DEFAULT_FRAME_CACHE_MAX_MB) << 20
 
 
 _active: FrameCache | None = None

@@ -23,6 +23,7 @@ from judges import (
     text_message,
     user_message,
 )
+from judges.frames import configure_frame_cache
 
 from .data import video_identity
 from .parsers import parse_scores, parse_steps, score_validator, step_validator
@@ -155,6 +156,8 @@ def judge_samples(
     """The full pipeline over one task's (or several tasks') records (doc + answer), as concurrent batches.
 
     `stats`, when given, receives each batch's accounting by agent: "step", "audio" (live clues only), "judge"."""
+    # a second judge model, a changed prompt or a cold answer cache then decodes no video again
+    configure_frame_cache(settings.frame_cache_dir, settings.frame_cache_max_bytes)
     engine = settings.engine
     judgements = [_judgement(r) for r in records]
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from emo_tasks.settings import CommonSettings, SettingsError, choice, number
 from judges.config import EndpointConfig, EngineSettings, JudgeConfigError, model_for_role
+from judges.frames import frame_cache_max_bytes
 
 from .data import HUB_ID
 from .protocol import DEFAULT_JUDGE_PROTOCOL, JUDGE_PROTOCOLS
@@ -55,6 +57,8 @@ class MMESettings:
     models: tuple[tuple[str, str], ...]
     common: CommonSettings
     hub_id: str = HUB_ID
+    #: bound of the on-disk cache of the judge's video frames (`<cache dir>/frames`); 0 turns it off
+    frame_cache_max_bytes: int = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], source: str) -> MMESettings:
@@ -74,6 +78,7 @@ class MMESettings:
             roles = ("step", "judge", "audio") if clues == "live" else ("step", "judge")
             models = tuple((role, model_for_role(role, env)) for role in roles)
         hub_id = (env.get("EMO_MME_HUB_ID") or "").strip() or HUB_ID
+        frame_cache = frame_cache_max_bytes(env)  # EMO_FRAME_CACHE_MAX_MB, checked here like the rest
         return cls(
             source=source,
             judge_mode=mode,
@@ -84,7 +89,12 @@ class MMESettings:
             models=models,
             common=common,
             hub_id=hub_id,
+            frame_cache_max_bytes=frame_cache,
         )
+
+    @property
+    def frame_cache_dir(self) -> Path:
+        return self.common.cache_dir / "frames"
 
     def model(self, role: str) -> str:
         """The model for a judge role ("step", "judge", "audio")."""
