@@ -38,17 +38,41 @@ def atomic_save_png(path: Path, pixels: Any) -> None:
         Image.fromarray(pixels.astype("uint8")).save(tmp, format="PNG")
 
 
+def read_text(path: str | Path) -> str:
+    """A data file's text, decoded as UTF-8 (a leading UTF-8 byte-order mark is dropped).  The one reader every
+    loader uses: bytes that are not UTF-8 are a DataError naming the file, the byte offset (and its line) and the
+    fix, never a bare UnicodeDecodeError."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise DataError(
+            f"{path}: not UTF-8 text (byte {exc.start} = 0x{data[exc.start]:02x}, line {line}: {exc.reason}). "
+            "Save the file as UTF-8 (e.g. `iconv -f LATIN1 -t UTF-8 in > out`, naming its real encoding)."
+        ) from exc
+
+
+def load_json(path: str | Path, *, object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None) -> Any:
+    """A JSON data file (`read_text`); text that is not JSON is a DataError naming the file and the position."""
+    try:
+        return json.loads(read_text(path), object_pairs_hook=object_pairs_hook)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path} is not valid JSON: {exc}") from exc
+
+
 def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
-    """(line number, object) for every non-blank line; a line that is not JSON is a DataError naming it."""
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path} line {n}: not valid JSON ({exc.msg})") from exc
-            yield n, obj
+    """(line number, object) for every non-blank line (`read_text`); a line that is not JSON is a DataError naming
+    it."""
+    text = read_text(path).replace("\r\n", "\n").replace("\r", "\n")  # the newlines open() would fold
+    for n, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path} line {n}: not valid JSON ({exc.msg})") from exc
+        yield n, obj
 
 
 @cache

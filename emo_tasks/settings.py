@@ -93,6 +93,15 @@ def flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     raise SettingsError(f"{name}={raw!r} is not accepted; use one of: {', '.join(_TRUE + _FALSE)}")
 
 
+MAX_IMAGE_PIXELS = 150_000_000  # EMO_MAX_IMAGE_PIXELS default (about 12200 x 12200); an image above is a DataError
+
+
+def max_image_pixels(env: Mapping[str, str] | None = None) -> int:
+    """EMO_MAX_IMAGE_PIXELS: the largest image (width x height) a data file may list (`emo_tasks.images`)."""
+    env = environ() if env is None else env
+    return int(number(env, "EMO_MAX_IMAGE_PIXELS", MAX_IMAGE_PIXELS, integer=True, minimum=1))
+
+
 def cache_dir(env: Mapping[str, str] | None = None) -> Path:
     """emo-tasks' cache folder (judge answers, generated samples, remuxed videos, lmms-eval placeholders):
     `EMO_CACHE_DIR`, else the platform's user cache folder + `/emo_tasks`."""
@@ -111,12 +120,14 @@ def cache_dir(env: Mapping[str, str] | None = None) -> Path:
 
 @dataclass(frozen=True)
 class CommonSettings:
-    """What every benchmark shares: where the cache and local data are, progress bars, video remuxing."""
+    """What every benchmark shares: where the cache and local data are, progress bars, video remuxing, the largest
+    image (pixels) a data file may list."""
 
     cache_dir: Path
     data_root: Path | None
     progress: bool
     video_remux: bool
+    max_image_pixels: int = MAX_IMAGE_PIXELS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> CommonSettings:
@@ -127,4 +138,5 @@ class CommonSettings:
             data_root=Path(root).expanduser() if root else None,
             progress=flag(env, "EMO_PROGRESS", True),
             video_remux=flag(env, "EMO_VIDEO_REMUX", True),
+            max_image_pixels=max_image_pixels(env),
         )

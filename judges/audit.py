@@ -9,12 +9,57 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from .atomic import atomic_path
 from .request import JudgeRequest, JudgeResult
+
+# The environment variables that hold judge API keys (judges.config.JudgeEndpoint.from_env reads them).
+SECRET_VARIABLES = ("OPENAI_API_KEY", "AZURE_API_KEY")
+_MIN_SECRET = 4  # shorter values would redact ordinary words (and JudgeEngine.redact skips them too)
+
+
+def env_secrets(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The API keys set in the environment (`SECRET_VARIABLES`), the texts no stored record may contain."""
+    env = os.environ if env is None else env
+    return tuple(v for v in (env.get(k) or "" for k in SECRET_VARIABLES) if len(v) >= _MIN_SECRET)
+
+
+def redact(value: Any, secrets: Sequence[str] | None = None) -> Any:
+    """`value` with every occurrence of every secret (default: `env_secrets()`) in every string — keys and values,
+    at any depth — replaced by "***".  A judge that echoes the key inside a 200 answer must not put it in a log."""
+    secrets = env_secrets() if secrets is None else tuple(s for s in secrets if s and len(s) >= _MIN_SECRET)
+    if not secrets:
+        return value
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, str):
+            for s in secrets:
+                v = v.replace(s, "***")
+            return v
+        if isinstance(v, dict):
+            return {walk(k) if isinstance(k, str) else k: walk(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [walk(x) for x in v]
+        return v
+
+    return walk(value)
+
+
+def json_text(value: Any, *, indent: int | None = None, secrets: Sequence[str] | None = None) -> str:
+    """`value` as JSON text that any writer can encode as UTF-8, secrets redacted (`redact`).  Readable text
+    (ensure_ascii=False) unless a string holds a lone surrogate (a model may answer "\\ud800"), which UTF-8 cannot
+    encode: then that text is written with \\u escapes, still valid JSON that reads back to the same string."""
+    value = redact(_jsonable(value), secrets)
+    text = json.dumps(value, ensure_ascii=False, indent=indent)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(value, ensure_ascii=True, indent=indent)
+    return text
 
 
 def _jsonable(value: Any) -> Any:
@@ -53,16 +98,25 @@ def audit_record(request: JudgeRequest, result: JudgeResult, parsed: Any = None,
     return record
 
 
-def write_audit_jsonl(path: str | Path, records: Iterable[dict[str, Any]], *, append: bool = False) -> Path:
-    """Write records as JSON lines (atomically when not appending, so a crash never leaves half a file)."""
+def write_audit_jsonl(
+    path: str | Path,
+    records: Iterable[dict[str, Any]],
+    *,
+    append: bool = False,
+    secrets: Sequence[str] | None = None,
+) -> Path:
+    """Write records as JSON lines (atomically when not appending, so a crash never leaves half a file).  Every
+    string is stored with the API keys redacted (`secrets`, default: those in the environment) and any string
+    survives (`json_text`): one odd answer never costs a task its logs."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    secrets = env_secrets() if secrets is None else secrets
     if append:
         with open(path, "a", encoding="utf-8") as f:
             for rec in records:
-                f.write(json.dumps(_jsonable(rec), ensure_ascii=False) + "\n")
+                f.write(json_text(rec, secrets=secrets) + "\n")
         return path
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         for rec in records:
-            f.write(json.dumps(_jsonable(rec), ensure_ascii=False) + "\n")
+            f.write(json_text(rec, secrets=secrets) + "\n")
     return path

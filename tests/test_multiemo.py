@@ -204,7 +204,9 @@ def test_read_samples_reads_the_votes_of_the_data_the_run_used(tmp_path: Path) -
     )
     got = BENCHMARK.read_samples(run, results, "multiemo_sample", {})
     assert got.notes == [] and set(got.values) == {m.name for m in BENCHMARK.table.reported}
-    assert set(got.values["precision_ours"]) == set(_IMAGES)
+    # all annotators chose "none": no dominant emotion, so no precision_ours value (issue 14 #13)
+    assert set(got.values["precision_ours"]) == set(_IMAGES) - {"all_none"}
+    assert set(got.values["precision_original"]) == set(_IMAGES)
     # the same records for the benchmark task, with no benchmark data configured: a note, not an error
     (run / "20250101_000000_samples_multiemo.jsonl").write_text(
         "".join(json.dumps(line) + "\n" for line in _log_lines(scores, "benchmark"))
@@ -232,12 +234,12 @@ def _run(tmp_path: Path, response: str) -> dict:
 def test_sample_with_constant_scores(tmp_path: Path) -> None:
     res = _run(tmp_path, "Score: 70. Reason: calm colours.")
     n = len(_IMAGES)
-    # every image's 8 scores tie: P = all 8, so each image earns |argmax votes| / 8 on our labels
-    expected = 0.0
-    for votes, _, _ in _IMAGES.values():
-        top = max(votes)
-        expected += sum(v == top for v in votes) / 8
-    assert res["precision_ours,none"] == pytest.approx(100 * expected / n)
+    # every image's 8 scores tie: P = all 8, so each image earns |argmax votes| / 8 on our labels; an image whose
+    # annotators all chose "none" has no dominant emotion and is left out (issue 14 #13: no free credit)
+    with_dominant = [votes for votes, _, _ in _IMAGES.values() if max(votes) > 0]
+    assert len(with_dominant) == len(_IMAGES) - 1
+    expected = sum(sum(v == max(votes) for v in votes) / 8 for votes in with_dominant)
+    assert res["precision_ours,none"] == pytest.approx(100 * expected / len(with_dominant))
     assert res["precision_original,none"] == pytest.approx(100 / 8)
     assert res["precision_single,none"] == pytest.approx(100 / 8)
     # constant predictions: SRCC/PLCC undefined for every image, counted, never a number from nothing

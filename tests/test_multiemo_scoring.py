@@ -325,11 +325,26 @@ def test_score_images_all_scores_tie() -> None:
     for i in range(200):
         votes = rng.integers(0, 4, 8)  # small counts: many ties, some all-zero rows
         images.append(_img(f"t{i}", votes, EMOTIONS[i % 8], [float(rng.integers(0, 101))] * 8))
-        expected.append(len(dominant_set(votes)) / 8)
+        if votes.max() > 0:  # all-zero votes have no dominant emotion: left out of precision_ours
+            expected.append(len(dominant_set(votes)) / 8)
     r = score_images(images)
     assert r["precision_ours"] == pytest.approx(100 * float(np.mean(expected)), abs=1e-9)
+    assert r["n_images_no_dominant"] == 200 - len(expected)
     assert r["srcc"] is None and r["plcc"] is None  # constant everywhere: no number from nothing
     assert r["n_srcc_undefined"] == 200 and r["n_plcc_undefined"] == 200
+
+
+def test_all_none_image_gives_no_free_precision() -> None:
+    # issue 14 #13: every annotator chose "none" -> no dominant emotion; a constant model must not score 100
+    none = _img("none", [0] * 8, "fear", [100, 0, 0, 0, 0, 0, 0, 0])
+    real = _img("real", [0, 9, 0, 0, 0, 0, 0, 0], "anger", [100, 0, 0, 0, 0, 0, 0, 0])
+    r = score_images([none, real])
+    assert r["precision_ours"] == 0.0 and r["precision_single"] == 0.0  # only "real" counts, and it misses
+    assert r["precision_original"] == 0.0  # the original label stays a reference for both
+    assert r["n_images_no_dominant"] == 1 and r["n_images_scored"] == 2
+    alone = score_images([none])
+    assert alone["precision_ours"] is None and alone["precision_single"] is None
+    assert alone["precision_original"] == 0.0
 
 
 def test_score_images_nothing_complete() -> None:
@@ -359,9 +374,10 @@ def test_score_images_matches_a_per_image_loop() -> None:
             continue
         pred = dominant_set(im.scores)
         dom = dominant_set(im.votes)
-        prec["ours"].append(precision_credit(pred, dom))
         prec["original"].append(precision_credit(pred, frozenset({EMOTIONS.index(im.original_label)})))
-        prec["single"].append(precision_credit(pred, frozenset({single_label_reference(dom, im.image_id, 5)})))
+        if max(im.votes) > 0:  # all "none": no dominant emotion, no ours/single credit either way
+            prec["ours"].append(precision_credit(pred, dom))
+            prec["single"].append(precision_credit(pred, frozenset({single_label_reference(dom, im.image_id, 5)})))
         ref = _reference_metrics(np.array(im.votes) / 20, np.array(im.scores) / 100)
         for m in DISTRIBUTION_METRICS:
             if ref[m] is not None:
@@ -371,6 +387,7 @@ def test_score_images_matches_a_per_image_loop() -> None:
     for m in DISTRIBUTION_METRICS:
         assert r[m] == pytest.approx(np.mean(per[m]), abs=1e-9), m
     assert r["n_images_incomplete"] == sum(None in im.scores for im in images) == 11
+    assert r["n_images_no_dominant"] == sum(max(im.votes) == 0 and None not in im.scores for im in images) > 0
     assert r["n_cosine_undefined"] == r["n_images_scored"] - len(per["cosine"]) > 0
 
 

@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.common import DataError, hub_snapshot
+from emo_tasks.common import DataError, hub_snapshot, load_json
+from emo_tasks.images import contained_path, leaves_root
 from judges.atomic import atomic_write_text
 
 from .protocol import TaskSpec, spec_for, task_specs
@@ -109,10 +110,9 @@ def _read_json_list(path: Path, what: str, fix: str) -> list[Any]:
     if not path.is_file():
         raise DataError(f"MME-Emotion {what} not found: {path}. {fix}")
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"MME-Emotion {what} {path} is not valid JSON: {exc}") from exc
+        data = load_json(path)  # the shared reader: UTF-8 (a BOM is fine), bad bytes named with file and offset
+    except DataError as exc:
+        raise DataError(f"MME-Emotion {what}: {exc}") from exc
     if not isinstance(data, list):
         raise DataError(f"MME-Emotion {what} {path} must hold a JSON list of rows, found {type(data).__name__}")
     return data
@@ -127,7 +127,7 @@ def validate_question_row(row: Any, spec: TaskSpec, where: str) -> None:
         raise DataError(f"{where}: missing field(s) {', '.join(missing)} (row: {json.dumps(row)[:200]})")
     if not isinstance(row["video_id"], str) or not row["video_id"].strip():
         raise DataError(f"{where}: video_id must be a non-empty path string, got {row['video_id']!r}")
-    if os.path.isabs(row["video_id"]) or ".." in Path(row["video_id"]).parts:
+    if leaves_root(row["video_id"]):  # the one path policy of all three benchmarks (emo_tasks.images)
         raise DataError(f"{where}: video_id must be relative to the data root, got {row['video_id']!r}")
     labels = row["label_set"]
     if not isinstance(labels, list) or not labels or not all(isinstance(x, str) and x.strip() for x in labels):
@@ -190,7 +190,7 @@ def load_task_docs(
                 "mme_task": spec.key,
                 "row": i,
                 "video_id": vid,
-                "video_path": str(root / vid),
+                "video_path": str(contained_path(vid, root, where, "video")),  # + no symlink out of the root
                 "label": row["label"],
                 "labels": spec.gold_labels(row["label"]),
                 "label_set": list(row["label_set"]),

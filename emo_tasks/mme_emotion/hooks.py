@@ -19,7 +19,6 @@ and `plan`, so a later judgement gives the numbers an in-process one gives.
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 import time
@@ -32,7 +31,7 @@ from loguru import logger
 
 from emo_tasks.common import LastResult, placeholder_name, row_target
 from emo_tasks.settings import CommonSettings, environ, lmms_eval_predict_only
-from judges import BatchStats, JudgeEngine, get_engine
+from judges import BatchStats, JudgeCache, JudgeEngine, get_engine
 from judges.atomic import atomic_write_text
 
 from . import scoring
@@ -107,6 +106,8 @@ def load_task(dataset_name: str, env: Mapping[str, str]) -> list[dict[str, Any]]
     spec = spec_for(key)
     # fail fast, before inference: a malformed value, or no judge configured for a real run
     settings = MMESettings.from_env(env, source)
+    if settings.judge_mode == "api" and settings.engine.cache_path is not None:
+        JudgeCache(settings.engine.cache_path).close()  # a corrupt cache file fails now, naming itself
     if source == "sample":
         root = sample_root(settings.common.cache_dir)
     else:
@@ -351,6 +352,8 @@ def judge_accounting(settings: MMESettings, stats: Mapping[str, BatchStats]) -> 
         "judge_endpoint": judge_endpoint(settings),
         "api_models": {r: dict(sorted(stats[r].api_models.items())) for r in roles},
         "usage": {r: {f: getattr(stats[r], f) for f in USAGE_FIELDS} for r in roles},
+        # where the answers came from: a cache filled from another endpoint answers this run too
+        "answer_endpoints": {r: dict(sorted(stats[r].endpoints.items())) for r in roles},
     }
 
 
@@ -483,10 +486,10 @@ def _write_logs(
     output_path = getattr(args, "output_path", None) if args is not None else None
     if not output_path:
         return
-    from judges.audit import write_audit_jsonl
+    from judges.audit import json_text, write_audit_jsonl
 
     folder = Path(output_path) / "emo_tasks_judge"
     name = _log_name(tasks, source)
     stamp = time.strftime("%Y%m%dT%H%M%S")
-    write_audit_jsonl(folder / f"{name}_{stamp}_judge.jsonl", rows)
-    atomic_write_text(folder / f"{name}_{stamp}_summary.json", json.dumps(summary, indent=2, ensure_ascii=False))
+    write_audit_jsonl(folder / f"{name}_{stamp}_judge.jsonl", rows)  # keys redacted, any string survives
+    atomic_write_text(folder / f"{name}_{stamp}_summary.json", json_text(summary, indent=2))

@@ -165,7 +165,7 @@ def per_category(
     rows: Sequence[tuple[str, SampleScore]], alpha: float = DEFAULT_ALPHA
 ) -> dict[str, dict[str, float | int | None]]:
     """Breakdown keyed by the ground-truth string (official: `ground_truth` as written, so "anger,fear" is its
-    own category in ML-ER).  Keys sorted."""
+    own category in ML-ER; `category_breakdown` passes ER-Wild's merged keys, `category_of`).  Keys sorted."""
     groups: dict[str, list[SampleScore]] = {}
     for category, score in rows:
         groups.setdefault(category, []).append(score)
@@ -274,10 +274,29 @@ def rating_value(numerator: int, denominator: int) -> float:
     return 0.0 if denominator == 0 else numerator / denominator
 
 
+#: The official per-category merges (FunAudioLLM/MME-Emotion eval_cot/<task>/metrics/cal_metrics.py): ER-Wild's
+#: sources spell some emotions differently, and its script folds these ground-truth strings (exact, case-sensitive)
+#: into one category.  Only the summary's per-category breakdown uses it; no metric does.
+CATEGORY_MERGES: dict[str, dict[str, str]] = {
+    "ER-Wild": {
+        "angry": "anger",
+        "disgusted": "disgust",
+        "happy": "happiness",
+        "sad": "sadness",
+        "surprised": "surprise",
+    },
+}
+
+
+def category_of(spec: TaskSpec, label: str) -> str:
+    """The per-category key of a row: its ground-truth string as written, merged as the official script does."""
+    return CATEGORY_MERGES.get(spec.key, {}).get(label, label)
+
+
 @dataclass(frozen=True)
 class SampleResult:
     """The per-sample numbers of one answer.  `status`: scored | judge_failed | offline.  `label` is the row's
-    ground-truth string (the per-category key)."""
+    ground-truth string; `category` its per-category key (`category_of`; empty: the label)."""
 
     label: str
     status: str
@@ -286,6 +305,7 @@ class SampleResult:
     n_steps: int | None = None
     strict_recognition: float | None = None
     predicted_labels: tuple[str, ...] = ()
+    category: str = ""
 
     @property
     def score(self) -> SampleScore | None:
@@ -305,14 +325,16 @@ def score_sample(spec: TaskSpec, item: Mapping[str, Any], judgement: Judgement |
     answer (`offline_recognition`), strict C/max(K, P) on multi-label tasks.
     """
     label = item["label"]
+    merged = category_of(spec, label)
+    category = merged if merged != label else ""  # "": the label itself (most rows)
     if judgement is None:
         match = offline_recognition(item["answer"], item["label_set"], item["labels"], spec.multi_label)
         strict = (
             strict_recognition(match.correct, match.n_gold, len(match.predicted)) if spec.multi_label else match.value
         )
-        return SampleResult(label, "offline", match.value, None, None, strict, tuple(match.predicted))
+        return SampleResult(label, "offline", match.value, None, None, strict, tuple(match.predicted), category)
     if judgement.failed_stage is not None:
-        return SampleResult(label, "judge_failed")
+        return SampleResult(label, "judge_failed", category=category)
     score = score_ratings([rating_value(n, d) for n, d in judgement.ratings])
     if score is None:
         raise ValueError(f"{judgement.task}:{judgement.row}: a judgement without a failure must hold ratings")
@@ -323,7 +345,9 @@ def score_sample(spec: TaskSpec, item: Mapping[str, Any], judgement: Judgement |
         strict = strict_recognition(num, den, len(predicted))
     else:
         strict = score.recognition
-    return SampleResult(label, "scored", score.recognition, score.reasoning, score.steps, strict, tuple(predicted))
+    return SampleResult(
+        label, "scored", score.recognition, score.reasoning, score.steps, strict, tuple(predicted), category
+    )
 
 
 def task_metrics(
@@ -367,10 +391,11 @@ def task_metrics(
 
 
 def category_breakdown(samples: Sequence[SampleResult], settings: MMESettings) -> dict[str, dict[str, Any]]:
-    """The per-category numbers of the judge summary (`per_category` over the scored samples); {} offline."""
+    """The per-category numbers of the judge summary (`per_category` over the scored samples, keyed by each
+    sample's category: ER-Wild's label variants merged as the official script merges them); {} offline."""
     if settings.judge_mode == "offline":
         return {}
-    return per_category([(s.label, s.score) for s in samples if s.score is not None], settings.alpha)
+    return per_category([(s.category or s.label, s.score) for s in samples if s.score is not None], settings.alpha)
 
 
 def failure_counts(failures: Iterable[tuple[str | None, str | None]]) -> dict[str, int]:

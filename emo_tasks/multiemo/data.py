@@ -3,7 +3,7 @@
 One JSON object per line (`multiemo.jsonl`):
 
     {"id": "emoset_000123",                      # unique per file
-     "image": "images/emoset_000123.jpg",        # relative to the file's folder, or absolute
+     "image": "images/emoset_000123.jpg",        # relative to the file's folder, and inside it
      "votes": {"amusement": 3, "anger": 0, "awe": 12, "contentment": 9, "disgust": 0,
                "excitement": 4, "fear": 0, "sadness": 0, "none": 1},   # annotators who selected each (0..n)
      "n_annotators": 20,
@@ -12,7 +12,9 @@ One JSON object per line (`multiemo.jsonl`):
      "annotators": [["awe", "contentment"], ["none"], ...]}   # optional: each annotator's selections
 
 `annotators`, when present, must list exactly `n_annotators` selections whose counts equal `votes` (it is what the
-human split-half baseline needs).  Location (see `settings`): `EMO_MULTIEMO_FILE`, else
+human split-half baseline needs).  Without it, the votes (with "none") must add up to at least `n_annotators`:
+every annotator selects at least one option.  Files are UTF-8 (a byte-order mark is fine).
+Location (see `settings`): `EMO_MULTIEMO_FILE`, else
 `EMO_DATA_ROOT/multiemo/multiemo.jsonl`, else the Hub dataset named by `EMO_MULTIEMO_HUB_ID` (a file in this
 format in the snapshot).
 """
@@ -88,6 +90,13 @@ def validate_row(row: Any, where: str) -> dict[str, Any]:
     if row["source"] not in SOURCES:
         raise DataError(f"{where}: source must be one of {', '.join(SOURCES)}, got {row['source']!r}")
     annotators = row.get("annotators")
+    total = sum(votes[k] for k in VOTE_KEYS)
+    if annotators is None and total < n:
+        # every annotator selects at least one option (an emotion or "none"), so the votes add up to >= n
+        raise DataError(
+            f"{where}: votes (with 'none') add up to {total}, fewer than n_annotators={n}; every annotator selects "
+            "at least one option, so a vote is missing or n_annotators is too large"
+        )
     if annotators is not None:
         if not isinstance(annotators, list) or len(annotators) != n:
             raise DataError(f"{where}: annotators must list {n} selections (n_annotators), got {len(annotators or [])}")
@@ -125,7 +134,7 @@ def load_images(path: Path) -> list[dict[str, Any]]:
         if row["image_id"] in seen:
             raise DataError(f"{where}: id {row['image_id']!r} repeats line {seen[row['image_id']]}")
         seen[row["image_id"]] = n
-        row["image_path"] = str(image_path(row["image"], path))
+        row["image_path"] = str(image_path(row["image"], path, where))  # inside the file's folder
         row["image_name"] = portable_name(row["image"], path)
         if not Path(row["image_path"]).is_file():
             missing.append(f"{row['image_path']} (line {n})")

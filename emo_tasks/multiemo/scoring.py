@@ -149,8 +149,11 @@ def _parse_json(text: str) -> ScoreParse | None:
 def dominant_set(values: Sequence[float]) -> frozenset[int]:
     """Indices of the maximum, ties kept (exact equality: 70 and 70.0 tie, 70 and 70.0001 do not).
 
-    All values equal (all-zero votes: everyone chose "none of the above") -> every index, so such an image gives
-    precision |P| / 8 rather than being dropped.  Empty input or NaN -> ValueError.
+    All values equal -> every index (a constant answer predicts all eight emotions, so it earns 1/8 per dominant
+    emotion it hits).  Not a reference for all-zero votes (every annotator chose "none of the above"): that image
+    has no dominant emotion, and "every emotion is dominant" would give any prediction credit 1; `score_images`
+    leaves it out of precision_ours and precision_single and counts it in n_images_no_dominant.  Empty input or
+    NaN -> ValueError.
     """
     arr = np.asarray(values, dtype=float)
     if arr.ndim != 1 or arr.size == 0:
@@ -326,11 +329,14 @@ def score_images(images: Sequence[ImageResult], seed: int = 0) -> dict[str, floa
     """Benchmark numbers for one model: three dominant-emotion precisions (x100) and the 8 distribution metrics.
 
     An image with any None score is incomplete: left out of every metric (an argmax over 7 scores is not the
-    model's answer) and counted in n_images_incomplete.  Precision: P = dominant_set(scores) against
-    G = dominant_set(votes) ("ours"), {original_label} ("original") and {single_label_reference(...)} ("single"),
-    mean credit over the complete images.  Distribution metrics: per image, then the mean over the images where the
-    metric is defined; None when it is defined for none.  n_*_undefined count complete images with an undefined
-    value (constant vector: srcc/plcc; all-zero vector: cosine).  No complete image -> every metric None.
+    model's answer) and counted in n_images_incomplete. Precision: P = dominant_set(scores) against G =
+    dominant_set(votes) ("ours"), {original_label} ("original") and {single_label_reference(...)} ("single"), mean
+    credit over the complete images; an image whose votes are all zero (every annotator chose "none") has no
+    dominant emotion, so it is left out of "ours" and "single" (never free credit) and counted in
+    n_images_no_dominant ("original" and the distribution metrics keep it). Distribution metrics: per image, then
+    the mean over the images where the metric is defined; None when it is defined for none. n_*_undefined count
+    complete images with an undefined value (constant vector: srcc/plcc; all-zero vector: cosine). No complete image
+    -> every metric None.
     Malformed input (not 8 votes/scores, votes outside [0, n_annotators], scores outside [0, 100], an unknown
     original label) -> ValueError.
     """
@@ -367,15 +373,22 @@ def score_images(images: Sequence[ImageResult], seed: int = 0) -> dict[str, floa
         n_pred = pred.sum(axis=1)
         orig = np.zeros_like(ours)
         orig[np.arange(keep.size), original[keep]] = True
+        has_dominant = v.max(axis=1) > 0  # all-zero votes: no dominant emotion (see dominant_set)
         single = ours.copy()  # a one-emotion dominant set is its own draw; only ties need the seeded draw
-        for row in np.flatnonzero(ours.sum(axis=1) > 1):
+        for row in np.flatnonzero((ours.sum(axis=1) > 1) & has_dominant):
             dom = frozenset(int(j) for j in np.flatnonzero(ours[row]))
             single[row] = False
             single[row, single_label_reference(dom, images[keep[row]].image_id, seed)] = True
-        for name, ref in (("ours", ours), ("original", orig), ("single", single)):
-            result[f"precision_{name}"] = float(((pred & ref).sum(axis=1) / n_pred).mean() * 100.0)
+        credit = {name: (pred & ref).sum(axis=1) / n_pred for name, ref in (("ours", ours), ("single", single))}
+        credit = {name: c[has_dominant] for name, c in credit.items()}
+        credit["original"] = (pred & orig).sum(axis=1) / n_pred
+        for name in ("ours", "original", "single"):
+            c = credit[name]
+            result[f"precision_{name}"] = float(c.mean() * 100.0) if c.size else None
+        n_no_dominant = int((~has_dominant).sum())
     else:
         result.update(precision_ours=None, precision_original=None, precision_single=None)
+        n_no_dominant = 0
 
     batch = _batch_metrics(v / n_ann[keep][:, None], s / 100.0, DISTRIBUTION_METRICS)
     for name in DISTRIBUTION_METRICS:
@@ -384,6 +397,7 @@ def score_images(images: Sequence[ImageResult], seed: int = 0) -> dict[str, floa
         n_images=n,
         n_images_scored=int(keep.size),
         n_images_incomplete=int(incomplete.sum()),
+        n_images_no_dominant=n_no_dominant,
         n_srcc_undefined=int(np.isnan(batch["srcc"]).sum()),
         n_plcc_undefined=int(np.isnan(batch["plcc"]).sum()),
         n_cosine_undefined=int(np.isnan(batch["cosine"]).sum()),

@@ -4,8 +4,10 @@ Two local formats (the file named by EMO_MVEI_FILE, or under `EMO_DATA_ROOT/mvei
 - `mvei.json`, the authors' standard file: `{id: {"image_path", "prompt" (the statement), "ground_truth":
   "correct"|"incorrect", "other_info": {"statement_meta": {"class": <dimension>}}}}`;
 - `mvei.jsonl`, one object per line: `{"image", "statement", "label", "dimension"}` (an optional "id").
-Image paths are relative to the data file's folder unless absolute.  Default source: the Hub dataset `wudq/MVEI`
-(override with EMO_MVEI_HUB_ID), searched for a file in the standard format.
+Image paths are relative to the data file's folder and must stay inside it (`emo_tasks.images.contained_path`).
+Files are UTF-8 (a byte-order mark is fine); an id that repeats in `mvei.json` is an error naming both rows.
+Default source: the Hub dataset `wudq/MVEI` (override with EMO_MVEI_HUB_ID), searched for a file in the standard
+format.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.common import DataError, hub_snapshot, iter_jsonl
+from emo_tasks.common import DataError, hub_snapshot, iter_jsonl, load_json
 from emo_tasks.datafiles import check_listed_files
 from emo_tasks.images import image_path as resolve_image
 from emo_tasks.images import portable_name
@@ -47,15 +49,39 @@ def _hub_file(repo_id: str) -> Path:
     raise DataError(f"No MVEI data file in the standard or plain format in the Hub snapshot {snapshot}. {_FIX}")
 
 
+class _DuplicateKey(Exception):
+    def __init__(self, key: str, first: int, second: int, rows: tuple[Any, Any]) -> None:
+        super().__init__(key)
+        self.key, self.first, self.second, self.rows = key, first, second, rows
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json's object_pairs_hook: an object, or _DuplicateKey when a key repeats (json.load would keep the last,
+    silently dropping a row of the standard file's id -> row mapping)."""
+    seen: dict[str, int] = {}
+    for i, (key, _value) in enumerate(pairs):
+        if key in seen:
+            raise _DuplicateKey(key, seen[key], i, (pairs[seen[key]][1], pairs[i][1]))
+        seen[key] = i
+    return dict(pairs)
+
+
+def _short(row: Any) -> str:
+    return (json.dumps(row, ensure_ascii=False) if isinstance(row, (dict, list)) else repr(row))[:120]
+
+
 def _read_rows(path: Path) -> list[tuple[str, Any]]:
-    """(row id, raw row) pairs from either format."""
+    """(row id, raw row) pairs from either format; a repeated id (or any repeated key) is a DataError naming both."""
+    if path.suffix == ".jsonl":
+        return [(f"line {n}", row) for n, row in iter_jsonl(path)]
     try:
-        if path.suffix == ".jsonl":
-            return [(f"line {n}", row) for n, row in iter_jsonl(path)]
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path} is not valid JSON: {exc}") from exc
+        data = load_json(path, object_pairs_hook=_unique_pairs)
+    except _DuplicateKey as dup:
+        raise DataError(
+            f"{path}: id {dup.key!r} appears twice (entries {dup.first + 1} and {dup.second + 1} of one object: "
+            f"{_short(dup.rows[0])} and {_short(dup.rows[1])}); ids (and a row's fields) must be unique, so rename "
+            "or remove one"
+        ) from None
     if isinstance(data, dict):
         return [(f"id {key!r}", value) for key, value in data.items()]
     if isinstance(data, list):
@@ -112,7 +138,7 @@ def load_docs(path: Path, source: str = "benchmark") -> list[dict[str, Any]]:
     for i, (row_id, row) in enumerate(rows):
         where = f"{path} {row_id}"
         image, statement, label, dimension = _row_fields(row, where)
-        image_path = resolve_image(image, path)
+        image_path = resolve_image(image, path, where)  # inside the data file's folder (emo_tasks.images)
         if not image_path.is_file():
             missing.append(f"{image_path} ({row_id})")
         docs.append(

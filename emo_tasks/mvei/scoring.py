@@ -109,6 +109,8 @@ _HEDGE = re.compile(
     re.IGNORECASE,
 )
 _LONE_LETTER = re.compile(r"\(?\s*([AB])\s*\)?\s*\.?", re.IGNORECASE)
+# "Answer:" / "Final answer:" / "**Answer**:" — the answer's own label; the last one holds the verdict.
+_ANSWER_LABEL = re.compile(r"\banswer\b[\s*_]*[:：]", re.IGNORECASE)
 _FIRST_WORD_CHAR = re.compile(r"[A-Za-z0-9]")
 
 
@@ -128,9 +130,22 @@ def parse_strict(text: str | None) -> str:
     - a hedge ("not sure", "unsure", "cannot/can't determine", "unclear", "maybe", "might be", "possibly", "hard to
       say") or a double negative ("not incorrect") -> the verdict at the start, else GIVE_UP;
     - both a positive and a negative verdict -> the verdict at the start, else GIVE_UP;
-    - only negative -> INCORRECT; only positive (however often repeated) -> CORRECT; neither -> GIVE_UP.
+    - only negative -> INCORRECT; only positive (however often repeated) -> CORRECT; neither -> GIVE_UP;
+    - first of all: when the segment has an "Answer:" label ("Final answer:", "**Answer:**"), the text after the
+      LAST one is read by the rules above, and its verdict wins ("Correctly identified emotion: joy. Answer:
+      Incorrect" -> INCORRECT); only when it gives none (GIVE_UP) is the whole segment read.
     """
     segment = answer_segment(text).strip()
+    labels = list(_ANSWER_LABEL.finditer(segment))
+    if labels:
+        final = _strict_segment(segment[labels[-1].end() :].strip())
+        if final != GIVE_UP:
+            return final
+    return _strict_segment(segment)
+
+
+def _strict_segment(segment: str) -> str:
+    """`parse_strict`'s rules on one segment (without the "Answer:" label rule)."""
     if not segment:
         return GIVE_UP
     letter = _LONE_LETTER.fullmatch(segment)
