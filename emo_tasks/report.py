@@ -26,6 +26,11 @@ Leaderboard JSON (`emo-tasks report --format json`), schema "emo-tasks/leaderboa
         "prompt_hashes": {task: {name: sha256[:16]}},
         "sample_counts": {task: int},                     # lmms-eval's n-samples (effective)
         "judge_failures": {task: {"<stage>:<reason>": count}},
+        "n_rule_differs": {task: int | null},             # judged answers the official per-task script reads
+                                                          # differently (`: d/1` only): its number could differ
+        "judge_api_models": {task: {role: {model id the API reported: answers}} | null},
+        "judge_endpoint": {task: "host[:port]" | null},
+        "alpha": {task: float | null},
         "data_hash": {task: str | null},  # sha256[:16] over the sorted (doc_id, target) pairs of the sample
                                           # log (targets carry a row hash); null without --log_samples
         "results_file": str,                              # the results file read
@@ -264,6 +269,12 @@ def load_run(run_dir: str | Path, pick: str | None = None, strict: bool = False)
             run.samples[task] = got.values
         if got.summary is not None:
             run.summaries[task] = got.summary
+            if got.summary.get("n_rule_differs"):
+                run.notes.append(
+                    f"{task}: {got.summary['n_rule_differs']} judged answers are read differently by the official "
+                    "per-task script (it reads only `: d/1` ratings), so its per-task number could differ from "
+                    "ours; the Overall script reads them as we do (n_rule_differs)"
+                )
         run.notes.extend(got.notes)
         run.data_hashes[task] = data_hash(run.path, run.results_file, task)
     return run
@@ -664,6 +675,10 @@ def leaderboard(runs: Sequence[Run], resamples: int = 1000, seed: int = 0) -> di
                 "prompt_hashes": _by_task(run, "prompt_hashes"),
                 "sample_counts": counts,
                 "judge_failures": _by_task(run, "judge_failures"),
+                "n_rule_differs": _by_task(run, "n_rule_differs"),
+                "judge_api_models": _by_task(run, "api_models"),
+                "judge_endpoint": _by_task(run, "judge_endpoint"),
+                "alpha": _by_task(run, "alpha"),
                 "data_hash": dict(sorted(run.data_hashes.items())),
                 "results_file": str(run.results_file),
                 "metrics": metrics,

@@ -277,3 +277,35 @@ def test_multiemo_judge_stage_over_a_run(runs: dict[str, Path]) -> None:
     assert row["judged_n_images,none"] == 6 and row["judged_precision_ours,none"] is not None
     assert row["precision_ours,none"] == values(_results(runs["A"]))["multiemo_sample"]["precision_ours,none"]
     assert list((out / "emo_tasks_judge").glob("*_judged_predictions.jsonl"))
+
+
+def test_rule_differences_are_counted_in_the_summary_and_the_report(runs: dict[str, Path]) -> None:
+    """The six single-label tasks' official per-task scripts read only `: d/1`; answers they read differently from
+    our `:\\s*n/d` rule are counted per task (the fake judge gives some `k/2` last ratings on those tasks)."""
+    import re
+
+    logs = sorted((runs["A"] / "emo_tasks_judge").glob("*_judge.jsonl"))
+    expected: dict[str, int] = {}
+    for log in logs:
+        for line in log.read_text().splitlines():
+            row = json.loads(line)
+            if row["status"] != "scored" or row["task"] in ("FG-ER", "ML-ER"):
+                continue
+            block = re.search(r"<score>(.*?)</score>", row["judge_text"]).group(1)
+            ours = [0.0 if int(d) == 0 else int(n) / int(d) for n, d in re.findall(r":\s*(\d+)/(\d+)", block)]
+            theirs = [float(d) for d in re.findall(r": (\d)/1", block)]
+            expected[row["task"]] = expected.get(row["task"], 0) + (ours != theirs)
+    counted = {}
+    for summary in (runs["A"] / "emo_tasks_judge").glob("*_summary.json"):
+        doc = json.loads(summary.read_text())
+        if doc.get("benchmark") == "MME-Emotion":
+            counted[doc["tasks"][0]] = doc["n_rule_differs"]
+    assert sum(expected.values()) > 0  # the case really occurs here
+    from emo_tasks.mme_emotion.protocol import spec_for
+
+    assert {k: v for k, v in counted.items() if v} == {spec_for(k).task: v for k, v in expected.items() if v}
+    report = emo(_env(runs["root"] / "cache_A"), "report", str(runs["A"]), "--format", "json")
+    assert report.returncode == 0, report.stderr
+    board = json.loads(report.stdout)["runs"][0]
+    assert sum(v or 0 for v in board["n_rule_differs"].values()) == sum(expected.values())
+    assert any("read differently by the official per-task script" in n for n in board["notes"])

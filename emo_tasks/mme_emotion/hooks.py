@@ -37,6 +37,7 @@ from judges.atomic import atomic_write_text
 from . import scoring
 from .data import DataError, benchmark_root, check_videos_exist, load_task_docs, probe_video
 from .judge import Judgement, judge_samples
+from .parsers import per_task_rule_differs
 from .protocol import model_prompt, prompt_hashes, spec_for
 from .remux import model_ready_path
 from .sample import sample_root
@@ -301,6 +302,12 @@ def _evaluate(records: list[dict[str, Any]], settings: MMESettings, args: Any) -
         "metrics": {k: (None if v is None else (int(v) if isinstance(v, scoring.Count) else float(v)))
                     for k, v in metrics.items()},
         "judge_failures": failures,
+        # judged answers the official per-task script of a single-label task reads differently (`: d/1` only)
+        "n_rule_differs": sum(
+            per_task_rule_differs(j.judge_text, spec_for(item["mme_task"]).last_step_rule)
+            for item, j in zip(items, judgements, strict=True)
+            if j is not None and j.ok
+        ),
         "per_category": scoring.category_breakdown(samples, settings),
         "seconds": round(time.perf_counter() - started, 3),
     }  # fmt: skip

@@ -75,6 +75,7 @@ _SCORE_LENIENT = re.compile(r"<score>(.*?)</score>", re.DOTALL | re.IGNORECASE)
 _SCORE_ANY = re.compile(r"<score>.*?</score>", re.DOTALL | re.IGNORECASE)
 _RATING_OFFICIAL = re.compile(r":\s*(\d+)/(\d+)")
 _RATING_LENIENT = re.compile(r":\s*(\d+)\s*/\s*(\d+)")
+_RATING_PER_TASK = re.compile(r": (\d)/1")  # the six single-label tasks' own cal_metrics.py
 
 _STEP_BLOCK = re.compile(r"<step>(.*?)</step>", re.DOTALL | re.IGNORECASE)
 _STEP_MARK = re.compile(r"(?:^|(?<=\s)|(?<=[.;>]))Step\s*\d+\s*[:.]", re.IGNORECASE)
@@ -146,3 +147,18 @@ def score_validator(expected_ratings: int | None = None) -> Validator:
 def step_validator() -> Validator:
     """A `JudgeRequest.validate` for the step agent: the answer must hold a `<step>` block with steps."""
     return _validator(parse_steps, "step", "<step> block without 'Step N:' markers", lambda parsed: None)
+
+
+def per_task_rule_differs(text: str | None, last_step_rule: str) -> bool:
+    """Whether the official *per-task* metric script of a single-label task (`last_step_rule` "binary"), which
+    reads only `: d/1` ratings, reads this judge answer differently from the rule we (and the official FG-ER, ML-ER
+    and Overall scripts) use, `:\\s*n/d`: e.g. `Step 1:1/1`, `1/2`, `Step 1: 10/1`.  Such a sample could make a
+    per-task number differ from the per-task script's; it is counted (`n_rule_differs`), never hidden."""
+    if last_step_rule != "binary" or not text:
+        return False
+    block = _SCORE_OFFICIAL.search(text)
+    if block is None:
+        return False
+    ours = [0.0 if int(d) == 0 else int(n) / int(d) for n, d in _RATING_OFFICIAL.findall(block.group(1))]
+    theirs = [float(int(d)) for d in _RATING_PER_TASK.findall(block.group(1))]
+    return ours != theirs
