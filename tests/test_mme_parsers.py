@@ -127,3 +127,21 @@ def test_validators() -> None:
     sv = step_validator()
     assert sv("<step>Step 1: happy</step>") is None
     assert sv("happy") == "no <step> block"
+
+
+@pytest.mark.parametrize(
+    ("text", "rule", "differs"),
+    [
+        ("<score>Step 1: 1/1, Step 2: 0/1</score>", "binary", False),
+        ("<score>Step 1:1/1, Step 2: 0/1</score>", "binary", True),  # no space after the colon
+        ("<score>Step 1: 1/2</score>", "binary", True),  # not a d/1 rating
+        ("<score>Step 1: 1/0</score>", "binary", True),
+        ("<score>Step 1: 1/2</score>", "fraction", False),  # FG-ER / ML-ER scripts read n/d as we do
+        ("no block at all", "binary", False),
+        (None, "binary", False),
+    ],
+)
+def test_per_task_rule_differences(text: str | None, rule: str, differs: bool) -> None:
+    from emo_tasks.mme_emotion.parsers import per_task_rule_differs
+
+    assert per_task_rule_differs(text, rule) is differs
