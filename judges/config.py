@@ -201,3 +201,10 @@ def frame_cache_max_mb(env: Mapping[str, str] | None, default: int) -> int:
     JudgeConfigError naming the variable."""
     env = os.environ if env is None else env
     return int(_env_number(env, "EMO_FRAME_CACHE_MAX_MB", default, int, 0))
+
+
+def render_workers(env: Mapping[str, str] | None = None) -> int:
+    """`EMO_RENDER_WORKERS`: processes that render judge video frames in the background (default: one per core;
+    0 renders in the request threads, as before)."""
+    env = os.environ if env is None else env
+    return int(_env_number(env, "EMO_RENDER_WORKERS", os.cpu_count() or 1, int, 0))

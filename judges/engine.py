@@ -348,6 +348,11 @@ class JudgeEngine:
         health = _BatchHealth(desc, self.endpoint.host, min(self.endpoint.concurrency, len(items)))
 
         async def one(key: str, req: JudgeRequest) -> tuple[str, JudgeResult]:
+            for future in _pending_renders(req):  # media still being rendered elsewhere: wait without a slot
+                try:
+                    await asyncio.wrap_future(future)
+                except Exception:  # noqa: BLE001 - the request renders (and fails, naming the file) itself
+                    pass
             res = await self._call(client, key, req, stats, health)
             bar.update(len(by_key[key]))
             return key, res
@@ -440,6 +445,20 @@ class JudgeEngine:
         ep = self.endpoint
         ceiling = min(ep.backoff_max_s, ep.backoff_base_s * (2 ** (tries - 1)))
         return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+def _pending_renders(req: JudgeRequest) -> list[Any]:
+    """Futures of media parts of `req` that a render pool is producing now (parts with a `pending()` method)."""
+    out = []
+    for msg in req.messages:
+        content = msg.get("content")
+        if isinstance(content, list):
+            for part in content:
+                pending = getattr(part, "pending", None)
+                future = pending() if callable(pending) else None
+                if future is not None:
+                    out.append(future)
+    return out
 
 
 class _BatchHealth:

@@ -22,7 +22,7 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -219,3 +219,94 @@ def _add_stats(**values: Any) -> None:
 
 reset_render_stats()
 _now = time.perf_counter
+
+
+# ------------------------------------------------------------------------------------------------ pre-rendering
+_pool: Any = None
+_pool_key: tuple[str, int, int] | None = None
+_pending: dict[str, Any] = {}  # frame-cache key -> concurrent.futures.Future of a render running in the pool
+_pool_lock = threading.Lock()
+
+
+def _worker_init(root: str, max_bytes: int) -> None:
+    configure_frame_cache(root, max_bytes)
+
+
+def _render_into_cache(part: Any) -> int:
+    """In a pool worker: decode and encode one video's kept frames into the frame cache (the main process reads
+    them from there); returns how many frames were kept."""
+    return len(part.frames_jpeg())
+
+
+def part_key(part: Any) -> str | None:
+    """The frame-cache key of a video part (None when no frame cache is configured)."""
+    cache = _active
+    if cache is None:
+        return None
+    from .media import file_sha256
+
+    identity = part.identity if part.identity is not None else "sha256:" + file_sha256(part.path)
+    return frame_cache_key(identity, part.interval_s, part.max_frames, part.max_side, part.quality)
+
+
+def prerender(parts: Iterable[Any], workers: int) -> int:
+    """Render the frames of `parts` (VideoFramesPart) into the frame cache in a pool of `workers` processes, in the
+    background and in order, so that decoding runs on every core, outside the request-concurrency slots, while
+    other work (the step agent's batch) goes on; each request waits only for its own video
+    (`VideoFramesPart.pending()`).  Parts already cached, or already being rendered, are skipped.  Needs a frame
+    cache (it is where the frames go); returns how many renders were started."""
+    cache = _active
+    if cache is None or workers <= 0:
+        return 0
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    global _pool, _pool_key
+    started = 0
+    with _pool_lock:
+        key = (str(cache.root), cache.max_bytes, workers)
+        if _pool is None or _pool_key != key:
+            if _pool is not None:
+                _pool.shutdown(wait=False, cancel_futures=True)
+            _pool = ProcessPoolExecutor(
+                max_workers=workers,
+                mp_context=multiprocessing.get_context("spawn"),  # no fork of a process with threads
+                initializer=_worker_init,
+                initargs=(str(cache.root), cache.max_bytes),
+            )
+            _pool_key = key
+        for part in parts:
+            try:
+                k = part_key(part)
+            except OSError:  # a missing file fails its own request, naming the file
+                continue
+            if k is None or k in _pending or cache._file(k).exists():
+                continue
+            future = _pool.submit(_render_into_cache, part)
+            _pending[k] = future
+            future.add_done_callback(lambda _f, k=k: _forget(k))
+            started += 1
+    return started
+
+
+def _forget(key: str) -> None:
+    with _pool_lock:
+        _pending.pop(key, None)
+
+
+def pending_render(key: str | None) -> Any:
+    """The pool's future for a frame-cache key being rendered now, else None."""
+    if key is None:
+        return None
+    with _pool_lock:
+        return _pending.get(key)
+
+
+def shutdown_prerender() -> None:
+    """Stop the render pool (tests; the pool's processes also end with the program)."""
+    global _pool, _pool_key
+    with _pool_lock:
+        pool, _pool, _pool_key = _pool, None, None
+        _pending.clear()
+    if pool is not None:
+        pool.shutdown(wait=True, cancel_futures=True)

@@ -434,6 +434,16 @@ class VideoFramesPart:
             cache.put(key, data)
         return data
 
+    def pending(self) -> Any:
+        """The render pool's future for this video's frames when they are being rendered now (see
+        `judges.frames.prerender`), else None: the engine waits for it outside the concurrency slots."""
+        from . import frames as fc
+
+        try:
+            return fc.pending_render(fc.part_key(self))
+        except OSError:
+            return None
+
     def digest(self) -> str:
         if self._digest is None:
             params = f"interval={self.interval_s};max={self.max_frames};side={self.max_side};q={self.quality}"

@@ -44,9 +44,11 @@ def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("EMO_CACHE_DIR", str(tmp_path / "default_cache"))
     monkeypatch.setenv("EMO_PROGRESS", "0")
     yield
-    from judges import reset_engine
+    from judges import frames, reset_engine
 
     reset_engine()
+    frames.configure_frame_cache(None)  # process-wide: a test's frame cache must not outlive its temp dir
+    frames.shutdown_prerender()
 
 
 @pytest.fixture

@@ -112,7 +112,7 @@ LOG_FIELDS = [
 ]  # fmt: skip
 SUMMARY_KEYS = [
     "benchmark", "tasks", "data_source", "judge_mode", "judge_protocol", "audio_clues", "judge_models", "alpha",
-    "prompt_hashes", "n_samples", "metrics", "judge_failures", "per_category", "seconds",
+    "prompt_hashes", "n_samples", "metrics", "judge_failures", "n_rule_differs", "per_category", "seconds",
 ]  # fmt: skip
 
 

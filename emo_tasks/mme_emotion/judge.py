@@ -23,7 +23,7 @@ from judges import (
     text_message,
     user_message,
 )
-from judges.frames import configure_frame_cache
+from judges.frames import configure_frame_cache, prerender
 
 from .data import video_identity
 from .parsers import parse_scores, parse_steps, score_validator, step_validator
@@ -123,12 +123,7 @@ def judge_request(
         n_steps=n_steps,
         judge_protocol=settings.judge_protocol,
     )
-    frames = VideoFramesPart(
-        record["video_path"],
-        interval_s=FRAME_INTERVAL_S,
-        max_frames=MAX_FRAMES,
-        identity=_identity(record["video_path"], record["video_id"]),
-    )
+    frames = frames_part(record)
     guarded = settings.judge_protocol == "guarded"
     return JudgeRequest(
         messages=[text_message("system", protocol()["judge_system"]), user_message(text, frames)],
@@ -136,6 +131,16 @@ def judge_request(
         model=settings.model("judge"),
         validate=score_validator(n_steps if guarded else None),
         sample_id=f"{record['mme_task']}:{record['row']}",
+    )
+
+
+def frames_part(record: dict[str, Any]) -> VideoFramesPart:
+    """The judge's view of a record's video: one frame per second, the first ten (the official sampling)."""
+    return VideoFramesPart(
+        record["video_path"],
+        interval_s=FRAME_INTERVAL_S,
+        max_frames=MAX_FRAMES,
+        identity=_identity(record["video_path"], record["video_id"]),
     )
 
 
@@ -158,6 +163,9 @@ def judge_samples(
     `stats`, when given, receives each batch's accounting by agent: "step", "audio" (live clues only), "judge"."""
     # a second judge model, a changed prompt or a cold answer cache then decodes no video again
     configure_frame_cache(settings.frame_cache_dir, settings.frame_cache_max_bytes)
+    # decode every video in a process pool while the step agent's batch runs: its frames are ready (cached) by
+    # the time the judge asks for them, and decoding never holds a request slot
+    prerender((frames_part(r) for r in records), settings.render_workers)
     engine = settings.engine
     judgements = [_judgement(r) for r in records]
 

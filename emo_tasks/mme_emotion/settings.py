@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from emo_tasks.settings import CommonSettings, SettingsError, choice, number
-from judges.config import EndpointConfig, EngineSettings, JudgeConfigError, model_for_role
+from judges.config import EndpointConfig, EngineSettings, JudgeConfigError, model_for_role, render_workers
 from judges.frames import frame_cache_max_bytes
 
 from .data import HUB_ID
@@ -59,6 +59,8 @@ class MMESettings:
     hub_id: str = HUB_ID
     #: bound of the on-disk cache of the judge's video frames (`<cache dir>/frames`); 0 turns it off
     frame_cache_max_bytes: int = 0
+    #: processes rendering judge frames in the background (EMO_RENDER_WORKERS; 0: in the request threads)
+    render_workers: int = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], source: str) -> MMESettings:
@@ -79,6 +81,7 @@ class MMESettings:
             models = tuple((role, model_for_role(role, env)) for role in roles)
         hub_id = (env.get("EMO_MME_HUB_ID") or "").strip() or HUB_ID
         frame_cache = frame_cache_max_bytes(env)  # EMO_FRAME_CACHE_MAX_MB, checked here like the rest
+        workers = render_workers(env)
         return cls(
             source=source,
             judge_mode=mode,
@@ -90,6 +93,7 @@ class MMESettings:
             common=common,
             hub_id=hub_id,
             frame_cache_max_bytes=frame_cache,
+            render_workers=workers,
         )
 
     @property
