@@ -79,3 +79,21 @@ def benchmark_of(task: str) -> Benchmark | None:
         if b.owns(task):
             return b
     return None
+
+
+#: The lmms-eval hooks a task YAML names with `!function utils.<name>` (each benchmark defines those it needs).
+YAML_HOOKS = ("process_docs", "doc_to_visual", "doc_to_text", "doc_to_messages", "doc_to_target", "process_results")
+
+
+def yaml_functions(key: str) -> dict[str, Any]:
+    """What a benchmark's `utils.py` gives its YAMLs: its hooks (from the benchmark's `hooks` module, so their
+    state is shared by every YAML), `agg_<metric>` for every metric of its table — all reading one memoised
+    `evaluate`, so a task's metrics share one judge or scoring pass — and `group_aggregate` when it has groups.
+    Derived from the metric table, never written out by hand, so the YAML tests can check the two agree."""
+    bench = benchmark(key)
+    hooks = importlib.import_module(bench.hooks)
+    out: dict[str, Any] = {name: getattr(hooks, name) for name in YAML_HOOKS if hasattr(hooks, name)}
+    out.update(bench.table.aggregations(hooks.evaluate))
+    if bench.group_aggregate is not None:
+        out["group_aggregate"] = bench.group_aggregate
+    return out

@@ -226,6 +226,23 @@ def _load(run_dir: str | Path) -> Any:
     return run
 
 
+def _run_task_log(run_dir: str | Path, title: str, tasks: tuple[str, ...]) -> tuple[Any, str, Path]:
+    """The run, which of `tasks` it has, and that task's sample log (the answers); an ExportError saying what is
+    missing otherwise."""
+    from emo_tasks.datafiles import sample_log
+
+    run = _load(run_dir)
+    task = next((t for t in tasks if t in run.results), None)
+    if task is None:
+        raise ExportError(f"{run_dir}: no {title} task ({', '.join(tasks)}) in {run.results_file.name}")
+    log = sample_log(run.path, run.results_file, task)
+    if log is None:
+        raise ExportError(
+            f"{run_dir}: no sample log *_samples_{task}.jsonl (the answers); rerun lmms-eval with --log_samples"
+        )
+    return run, task, log
+
+
 def safe_name(model_name: str) -> str:
     """A model name usable in a file name (the official files embed it: `ER_Lab_<name>_eval.json`)."""
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", model_name.strip()).strip("_")
@@ -664,17 +681,9 @@ def _mvei_docs(run: Any, task: str) -> dict[int, dict[str, Any]]:
 
 def export_mvei_official(run_dir: str | Path, out_dir: str | Path, model_name: str | None = None) -> Path:
     """EmObserver's `Std_MVEI_results.json` from a run's sample log; returns the file's path."""
-    from emo_tasks.datafiles import read_jsonl_rows, sample_log
+    from emo_tasks.datafiles import read_jsonl_rows
 
-    run = _load(run_dir)
-    task = next((t for t in ("mvei", "mvei_sample") if t in run.results), None)
-    if task is None:
-        raise ExportError(f"{run_dir}: no MVEI task (mvei, mvei_sample) in {run.results_file.name}")
-    log = sample_log(run.path, run.results_file, task)
-    if log is None:
-        raise ExportError(
-            f"{run_dir}: no sample log *_samples_{task}.jsonl (the answers); rerun lmms-eval with --log_samples"
-        )
+    run, task, log = _run_task_log(run_dir, "MVEI", ("mvei", "mvei_sample"))
     docs = _mvei_docs(run, task)
     notes = [] if docs else ["the run's data could not be loaded now: image_path and prompt are null"]
     data: dict[str, Any] = {}
@@ -749,17 +758,11 @@ def _mvei_readme(name: str, summary: Mapping[str, Any]) -> str:
 def export_multiemo_table(run_dir: str | Path, out_dir: str | Path, model_name: str | None = None) -> Path:
     """Per-image CSV (8 predicted scores, votes, dominant sets) and the paper-style metrics table; returns the
     CSV's path."""
-    from emo_tasks.datafiles import read_jsonl_rows, sample_log
+    from emo_tasks.datafiles import read_jsonl_rows
     from emo_tasks.multiemo import scoring
     from emo_tasks.multiemo.results import reference_images
 
-    run = _load(run_dir)
-    task = next((t for t in ("multiemo", "multiemo_sample") if t in run.results), None)
-    if task is None:
-        raise ExportError(f"{run_dir}: no MultiEmo-Bench task (multiemo, multiemo_sample) in {run.results_file.name}")
-    log = sample_log(run.path, run.results_file, task)
-    if log is None:
-        raise ExportError(f"{run_dir}: no sample log *_samples_{task}.jsonl; rerun lmms-eval with --log_samples")
+    run, task, log = _run_task_log(run_dir, "MultiEmo-Bench", ("multiemo", "multiemo_sample"))
     images: dict[str, dict[str, Any]] = {}
     ref: dict[str, dict[str, Any]] | None = None
     for line in read_jsonl_rows(log):

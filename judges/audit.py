@@ -9,23 +9,13 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from .atomic import atomic_path
+from .config import _MIN_SECRET, SECRET_VARIABLES, env_secrets  # noqa: E402,F401  (re-exported)
 from .request import JudgeRequest, JudgeResult
-
-# The environment variables that hold judge API keys (judges.config.JudgeEndpoint.from_env reads them).
-SECRET_VARIABLES = ("OPENAI_API_KEY", "AZURE_API_KEY")
-_MIN_SECRET = 4  # shorter values would redact ordinary words (and JudgeEngine.redact skips them too)
-
-
-def env_secrets(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
-    """The API keys set in the environment (`SECRET_VARIABLES`), the texts no stored record may contain."""
-    env = os.environ if env is None else env
-    return tuple(v for v in (env.get(k) or "" for k in SECRET_VARIABLES) if len(v) >= _MIN_SECRET)
 
 
 def redact(value: Any, secrets: Sequence[str] | None = None) -> Any:

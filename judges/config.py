@@ -208,3 +208,14 @@ def render_workers(env: Mapping[str, str] | None = None) -> int:
     0 renders in the request threads, as before)."""
     env = os.environ if env is None else env
     return int(_env_number(env, "EMO_RENDER_WORKERS", os.cpu_count() or 1, int, 0))
+
+
+# The environment variables that hold judge API keys (EndpointConfig.from_env reads them).
+SECRET_VARIABLES = ("OPENAI_API_KEY", "AZURE_API_KEY")
+_MIN_SECRET = 4  # shorter values would redact ordinary words (and JudgeEngine.redact skips them too)
+
+
+def env_secrets(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The API keys set in the environment (`SECRET_VARIABLES`), the texts no stored record may contain."""
+    env = os.environ if env is None else env
+    return tuple(v for v in (env.get(k) or "" for k in SECRET_VARIABLES) if len(v) >= _MIN_SECRET)

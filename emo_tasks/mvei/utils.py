@@ -1,17 +1,11 @@
-"""The names MVEI's YAML files reference with `!function utils.<name>` (the code lives in emo_tasks.mvei.hooks,
-so its state is shared: lmms-eval loads this file by path, once per YAML)."""
+"""The names MVEI's YAML files reference with `!function utils.<name>`: the hooks of
+`emo_tasks.mvei.hooks` and `agg_<metric>` for every metric of `emo_tasks.mvei.scoring.TABLE`
+(see `emo_tasks.benchmarks.yaml_functions`).
 
-from emo_tasks.mvei.hooks import (  # noqa: F401
-    doc_to_target,
-    doc_to_text,
-    doc_to_visual,
-    evaluate,
-    process_docs,
-    process_results,
-)
-from emo_tasks.mvei.scoring import TABLE
+lmms-eval loads this file by path, once per YAML; the code lives in the package so that its state (loaded tasks,
+the memo the aggregations share) is shared by all of them.
+"""
 
-# The YAMLs' `aggregation: !function utils.agg_<metric>` need one module attribute per metric.  They are derived
-# from the metric table (one list of MVEI's metrics), all reading one memoised `evaluate`, instead of being written
-# out here a second time.
-globals().update(TABLE.aggregations(evaluate))
+from emo_tasks.benchmarks import yaml_functions
+
+globals().update(yaml_functions("mvei"))
