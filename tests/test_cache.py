@@ -102,6 +102,7 @@ KILL_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a subprocess: not in the fast tier
 def test_kill_9_mid_run_resumes_without_repeating_answered_calls(server: LoopbackServer, tmp_path: Path) -> None:
     n, concurrency = 60, 4
     server.latency_s = 0.15

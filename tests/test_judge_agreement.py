@@ -297,6 +297,7 @@ def test_jsonl_form_still_works(tmp_path: Path, capsys: pytest.CaptureFixture) -
     assert doc["n"] == 4 and doc["judge_file"] == str(judge) and "schema" not in doc
 
 
+@pytest.mark.slow  # a subprocess: not in the fast tier
 def test_cli_subprocess_json(runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     env = {**env_without_secrets(), "EMO_CACHE_DIR": str(tmp_path / "cache"), "EMO_PROGRESS": "0"}
     argv = ["agreement", *map(str, runs), "--format", "json", "--resamples", "200", "--seed", "3"]

@@ -6,6 +6,8 @@ import pytest
 
 from judges.testing import LoopbackServer, Reply
 
+pytestmark = pytest.mark.slow  # imports lmms-eval's registries (seconds): not in the fast tier
+
 
 @pytest.fixture
 def lmms_env(server: LoopbackServer, monkeypatch: pytest.MonkeyPatch, tmp_path) -> LoopbackServer:

@@ -234,6 +234,7 @@ def _icc21(x: np.ndarray) -> float:
     return (msr - mse) / (msr + (k - 1) * mse + k * (msc - mse) / n)
 
 
+@pytest.mark.slow  # a subprocess: not in the fast tier
 def test_agreement_matches_scipy_and_sklearn(tmp_path: Path) -> None:
     from scipy.stats import spearmanr
     from sklearn.metrics import cohen_kappa_score
@@ -274,6 +275,7 @@ def test_agreement_matches_scipy_and_sklearn(tmp_path: Path) -> None:
     assert text.returncode == 0 and "ICC(3,1)" in text.stdout and "1 only in judge file" in text.stdout
 
 
+@pytest.mark.slow  # a subprocess: not in the fast tier
 def test_agreement_without_overlap_exits_2(tmp_path: Path) -> None:
     jf = _write(tmp_path / "judge.jsonl", [("a", 1), ("b", 2)])
     hf = _write(tmp_path / "human.jsonl", [("c", 1), ("d", 2)])
