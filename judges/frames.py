@@ -20,9 +20,12 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
+import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+import types
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -282,11 +285,26 @@ def prerender(parts: Iterable[Any], workers: int) -> int:
                 continue
             if k is None or k in _pending or cache._file(k).exists():
                 continue
-            future = _pool.submit(_render_into_cache, part)
+            with _caller_main_hidden():  # the first submits start the workers
+                future = _pool.submit(_render_into_cache, part)
             _pending[k] = future
             future.add_done_callback(lambda _f, k=k: _forget(k))
             started += 1
     return started
+
+
+@contextmanager
+def _caller_main_hidden() -> Iterator[None]:
+    """Start spawned workers without importing the caller's program: spawn re-imports the parent's `__main__` in
+    every child (for `python -m lmms_eval` that is ~10 s of imports before the first frame), and the workers need
+    only `judges`.  So `__main__` is a bare module while the workers start."""
+    main = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if main is not None:
+            sys.modules["__main__"] = main
 
 
 def _forget(key: str) -> None:
