@@ -308,16 +308,16 @@ def _caller_main_hidden() -> Iterator[None]:
 
 
 def _forget(key: str) -> None:
-    with _pool_lock:
-        _pending.pop(key, None)
+    # A done-callback: it runs in the pool's manager thread (or inline, for a future already done) and must never
+    # wait for `_pool_lock`, which `prerender` holds while it submits: dict.pop is atomic under the GIL.
+    _pending.pop(key, None)
 
 
 def pending_render(key: str | None) -> Any:
     """The pool's future for a frame-cache key being rendered now, else None."""
     if key is None:
         return None
-    with _pool_lock:
-        return _pending.get(key)
+    return _pending.get(key)  # atomic under the GIL; no lock, so a request never waits behind `prerender`
 
 
 def shutdown_prerender() -> None:
