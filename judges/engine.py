@@ -351,6 +351,9 @@ class JudgeEngine:
             for future in _pending_renders(req):  # media still being rendered elsewhere: wait without a slot
                 try:
                     await asyncio.wrap_future(future)
+                except asyncio.CancelledError:
+                    if not future.cancelled():  # our own cancellation, not the render's
+                        raise
                 except Exception:  # noqa: BLE001 - the request renders (and fails, naming the file) itself
                     pass
             res = await self._call(client, key, req, stats, health)
