@@ -398,7 +398,7 @@ def write_results(
     for task, row in (kept or {}).items():
         results[task] = dict(row)
     try:
-        endpoint = EndpointConfig.from_env(env).describe().get("base_url")
+        endpoint: str | None = EndpointConfig.from_env(env).host
     except Exception:  # noqa: BLE001 - provenance only
         endpoint = None
     doc = {k: v for k, v in data.items() if k not in ("results", "date", "start_time", "end_time")}
@@ -409,7 +409,7 @@ def write_results(
         "tasks": [p.task for p in plans],
         "judged_at": stamp,
         "judge_models": {r: env.get(v) for r, v in MODEL_FLAGS.items() if env.get(v)},
-        "judge_endpoint": _host(endpoint),
+        "judge_endpoint": endpoint,
         "judge_mode": env.get("EMO_JUDGE"),
     }
     results_path = out_dir / f"{stamp}_results.json"
@@ -421,15 +421,6 @@ def write_results(
                 line.update(per_metric)
                 f.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
     return results_path
-
-
-def _host(url: str | None) -> str | None:
-    """host[:port] of an endpoint URL: what a summary may say about where answers came from (no path, no key)."""
-    if not url:
-        return None
-    from urllib.parse import urlsplit
-
-    return urlsplit(url).netloc or url
 
 
 # ------------------------------------------------------------------------------------------------ dry run

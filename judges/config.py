@@ -153,12 +153,20 @@ class EndpointConfig:
 
     @property
     def host(self) -> str:
-        """host[:port] of the endpoint: what a log or summary may say about where answers came from."""
+        """host[:port] of the endpoint, never a user, key or path: what a log or summary may say about where
+        answers came from ("api.openai.com", "127.0.0.1:8765", "<resource>.openai.azure.com")."""
         from urllib.parse import urlsplit
 
         url = self.base_url or "https://api.openai.com/v1"
         parts = urlsplit(url if "//" in url else "//" + url)
-        return parts.netloc.rsplit("@", 1)[-1] or url
+        host = parts.hostname or ""
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        if ":" in host:  # an IPv6 literal
+            host = f"[{host}]"
+        return f"{host}:{port}" if port else host
 
     def describe(self) -> dict[str, object]:
         """A loggable summary with no secret in it."""

@@ -330,20 +330,8 @@ def _token_counts(items: Sequence[Mapping[str, Any]], label: str) -> list[int] |
 
 
 def judge_endpoint(settings: MMESettings) -> str:
-    """Where the judge was asked, as host[:port] only (never a key, a user or a path): "api.openai.com",
-    "127.0.0.1:8765", "<resource>.openai.azure.com"."""
-    from urllib.parse import urlsplit
-
-    url = settings.engine.endpoint.base_url or "https://api.openai.com/v1"
-    parts = urlsplit(url if "//" in url else "//" + url)
-    host = parts.hostname or ""
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    if ":" in host:  # an IPv6 literal
-        host = f"[{host}]"
-    return f"{host}:{port}" if port else host
+    """Where the judge was asked, as host[:port] only (`EndpointConfig.host`: never a key, a user or a path)."""
+    return settings.engine.endpoint.host
 
 
 #: The `usage` fields of the summary, per agent, from that agent's `BatchStats`.
