@@ -19,15 +19,16 @@ import random
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .cache import JudgeCache
 from .config import EndpointConfig, EngineSettings, JudgeConfigError
 from .request import BatchResult, BatchStats, JudgeRequest, JudgeResult
 
 logger = logging.getLogger("judges")
+T = TypeVar("T")
 
 RETRY_AFTER_MAX_S = 300.0
 #: A batch whose failure share passes this prints a warning on stderr (lmms-eval's console), not only in the log.
@@ -257,7 +258,7 @@ class JudgeEngine:
         misses = [k for k in by_key if k not in hits]
 
         show = self.progress if progress is None else progress
-        bar = _progress_bar(len(requests), desc, show)
+        bar = progress_bar(len(requests), desc, show)
         bar.update(len(requests) - sum(len(by_key[k]) for k in misses))
         try:
             if misses:
@@ -276,6 +277,12 @@ class JudgeEngine:
 
         final: list[JudgeResult] = [r for r in results if r is not None]
         assert len(final) == len(requests)
+        self._account(stats, final, desc, started)
+        return BatchResult(results=final, stats=stats)
+
+    def _account(self, stats: BatchStats, final: Sequence[JudgeResult], desc: str, started: float) -> None:
+        """A batch's (or a lane's) closing accounting from its results: answers, failures by reason, tokens of the
+        calls made, API model ids and endpoints; logged, and a warning on stderr when too many failed."""
         for r in final:
             if r.ok:
                 stats.answered += 1
@@ -301,7 +308,6 @@ class JudgeEngine:
                 file=sys.stderr,
                 flush=True,
             )
-        return BatchResult(results=final, stats=stats)
 
     def lookup(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult | None]:
         """What a `run()` would take from the cache, sending nothing: the cached result per request, else None
@@ -335,6 +341,26 @@ class JudgeEngine:
         """`run()` for async callers: the batch runs on the engine's loop while the caller's loop stays free."""
         return await asyncio.to_thread(self.run, requests, desc=desc, progress=progress)
 
+    # ----------------------------------------------------------------- pipelines
+    def lane(
+        self, desc: str = "judge", *, expected: int | None = None, bar: Any = None, shared: dict | None = None
+    ) -> Lane:
+        """A `Lane` for one agent's requests in a pipelined run (`run_pipeline`); lanes given the same `shared`
+        dict send a request they both ask once (see `Lane`)."""
+        return Lane(self, desc, expected=expected, bar=bar, shared=shared)
+
+    def run_pipeline(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run `coro` on the engine's loop and return its value (blocking the caller's thread, not the loop).
+
+        For work whose requests depend on earlier answers (agent after agent): each request goes out through a
+        `Lane` as soon as what it needs is there, so the concurrency slots stay full across agents and tasks
+        instead of draining at the end of every batch."""
+        if self._thread is not None and threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError("JudgeEngine.run_pipeline() called from the engine's own loop; await the coroutine")
+        loop = self._ensure_loop()
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
     # ----------------------------------------------------------------- the loop side
     async def _run_misses(
         self,
@@ -348,14 +374,7 @@ class JudgeEngine:
         health = _BatchHealth(desc, self.endpoint.host, min(self.endpoint.concurrency, len(items)))
 
         async def one(key: str, req: JudgeRequest) -> tuple[str, JudgeResult]:
-            for future in _pending_renders(req):  # media still being rendered elsewhere: wait without a slot
-                try:
-                    await asyncio.wrap_future(future)
-                except asyncio.CancelledError:
-                    if not future.cancelled():  # our own cancellation, not the render's
-                        raise
-                except Exception:  # noqa: BLE001 - the request renders (and fails, naming the file) itself
-                    pass
+            await _wait_for_renders(req)
             res = await self._call(client, key, req, stats, health)
             bar.update(len(by_key[key]))
             return key, res
@@ -450,6 +469,35 @@ class JudgeEngine:
         return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
+async def _wait_for_renders(req: JudgeRequest) -> None:
+    """Wait, without holding a concurrency slot, for media of `req` that a render pool is producing now."""
+    for future in _pending_renders(req):
+        try:
+            await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            if not future.cancelled():  # our own cancellation, not the render's
+                raise
+        except Exception:  # noqa: BLE001 - the request renders (and fails, naming the file) itself
+            pass
+
+
+async def gather_all(coros: Sequence[Coroutine[Any, Any, Any]]) -> list[Any]:
+    """`asyncio.gather` that cancels the others when one raises (a configuration error met mid-pipeline must not
+    leave requests going out after the caller has been told), then raises that error."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    if not tasks:
+        return []
+    done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    if pending:
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+    for task in tasks:
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
+    return [task.result() for task in tasks]
+
+
 def _pending_renders(req: JudgeRequest) -> list[Any]:
     """Futures of media parts of `req` that a render pool is producing now (parts with a `pending()` method)."""
     out = []
@@ -501,7 +549,128 @@ class _BatchHealth:
             )
 
 
-def _progress_bar(total: int, desc: str, show: bool) -> Any:
+class Lane:
+    """One agent's share of a pipelined run (`JudgeEngine.run_pipeline`): `await lane.ask(request)` on the
+    engine's loop as each request becomes known, `lane.finish()` when none is left.
+
+    The same rules as a `run()` batch, request by request: a request seen before in the lane shares its answer
+    (one call, tokens counted once), the cache answers first, a miss waits for its media outside the slots and
+    then takes a slot, the lane's endpoint health stops sending after `expected`-bounded consecutive connection
+    failures, and `finish()` returns the same `BatchStats` (and logs and warns the same way).
+
+    Lanes sharing a `shared` dict (the tasks of one pipeline) also share requests in flight: a request another
+    lane is already sending is answered by that call and counted as a cache hit, as it would be had the tasks run
+    one after another (a failed call is not shared: the lane then sends its own, as it would after a miss)."""
+
+    def __init__(
+        self, engine: JudgeEngine, desc: str, *, expected: int | None = None, bar: Any = None,
+        shared: dict | None = None,
+    ) -> None:  # fmt: skip
+        self.engine, self.desc, self.bar = engine, desc, bar
+        self._shared: dict[str, asyncio.Future[JudgeResult]] = {} if shared is None else shared
+        self.stats = BatchStats()
+        self._results: list[JudgeResult] = []
+        self._seen: dict[str, asyncio.Future[tuple[JudgeResult, bool]]] = {}
+        concurrency = engine.endpoint.concurrency
+        self._health = _BatchHealth(desc, engine.endpoint.host, min(concurrency, expected or concurrency))
+        self._usable = False
+        self._started = time.perf_counter()
+
+    async def ask(self, req: JudgeRequest) -> JudgeResult:
+        """The answer to `req` (from this lane's earlier identical request, the cache, or a call)."""
+        res = await self._answer(req)
+        self._results.append(res)
+        if self.bar is not None:
+            self.bar.update(1)
+        return res
+
+    async def _answer(self, req: JudgeRequest) -> JudgeResult:
+        self.stats.requests += 1
+        try:
+            key = req.cache_key()
+        except JudgeConfigError:
+            raise
+        except Exception as exc:  # e.g. a media file that does not exist: this request fails, loudly counted
+            return JudgeResult(
+                ok=False,
+                text=None,
+                key="",
+                model=req.model or req.role,
+                error="invalid_request",
+                detail=self.engine.redact(f"{type(exc).__name__}: {exc}")[:_DETAIL_CHARS],
+            )
+        shared = self._seen.get(key)
+        if shared is not None:  # a duplicate shares the first one's answer (and its cache hit), not its tokens
+            res, hit = await asyncio.shield(shared)
+            self.stats.cache_hits += hit
+            return JudgeResult(**{**res.to_dict(), "prompt_tokens": 0, "completion_tokens": 0})
+        future: asyncio.Future[tuple[JudgeResult, bool]] = asyncio.get_running_loop().create_future()
+        self._seen[key] = future
+        self.stats.unique_requests += 1
+        try:
+            res, hit = await self._first(key, req)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: duplicates waiting on it raise it, nobody else needs to
+            raise
+        future.set_result((res, hit))
+        self.stats.cache_hits += hit
+        return res
+
+    async def _first(self, key: str, req: JudgeRequest) -> tuple[JudgeResult, bool]:
+        other = self._shared.get(key)
+        if other is not None:  # another lane of this pipeline is sending it: its answer is our cache hit
+            try:
+                res = await asyncio.shield(other)
+            except asyncio.CancelledError:
+                if not other.cancelled():  # our own cancellation, not the other lane's
+                    raise
+            else:
+                if res.ok:
+                    return JudgeResult(**{**res.to_dict(), "cached": True}), True
+        mine: asyncio.Future[JudgeResult] = asyncio.get_running_loop().create_future()
+        self._shared[key] = mine
+        try:
+            res, hit = await self._lookup_or_call(key, req)
+        except BaseException:
+            mine.cancel()
+            if self._shared.get(key) is mine:
+                del self._shared[key]
+            raise
+        mine.set_result(res)
+        return res, hit
+
+    async def _lookup_or_call(self, key: str, req: JudgeRequest) -> tuple[JudgeResult, bool]:
+        engine = self.engine
+        cache = engine.cache
+        hit = (await asyncio.to_thread(cache.get_many, [key])).get(key) if cache is not None else None
+        if hit is not None:
+            return JudgeResult(
+                ok=True,
+                text=hit.text,
+                key=key,
+                model=hit.model,
+                cached=True,
+                prompt_tokens=hit.prompt_tokens,
+                completion_tokens=hit.completion_tokens,
+                api_model=hit.api_model,
+                endpoint=hit.endpoint,
+            ), True
+        if not self._usable:
+            engine.endpoint.check_usable()
+            self._usable = True
+        client = engine._get_client()
+        await _wait_for_renders(req)
+        return await engine._call(client, key, req, self.stats, self._health), False
+
+    def finish(self) -> BatchStats:
+        """The lane's accounting (as `run()`'s batch stats), logged; a warning on stderr when many failed."""
+        self.engine._account(self.stats, self._results, self.desc, self._started)
+        return self.stats
+
+
+def progress_bar(total: int, desc: str, show: bool) -> Any:
+    """The engine's tqdm bar (requests done of `total`), or a disabled one."""
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, unit="req", disable=not show, mininterval=0.5, dynamic_ncols=True)
