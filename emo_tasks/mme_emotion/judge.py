@@ -1,6 +1,6 @@
 """MME-Emotion's multi-agent judge on the shared engine: step agent -> (audio agent) -> multimodal judge.
 
-Runs once per task in the aggregation (rank 0), as concurrent cached batches through `judges/`.  It only judges:
+Runs in the aggregation (rank 0) or the judge stage, as one cached pipeline through `judges/`.  It only judges:
 every sample ends as a `Judgement` holding what the agents answered and what that parsed to, or the stage and
 reason it failed at; turning judgements into numbers is `scoring.score_sample`'s job.  Everything it needs (judge
 protocol, clue mode, the role models, the engine settings) comes in through `MMESettings`: nothing here reads the
@@ -15,14 +15,14 @@ from typing import Any
 
 from judges import (
     AudioPart,
-    BatchResult,
     BatchStats,
     JudgeRequest,
     VideoFramesPart,
-    run_batch,
+    get_engine,
     text_message,
     user_message,
 )
+from judges.engine import Lane, gather_all, progress_bar
 from judges.frames import configure_frame_cache, prerender
 
 from .data import video_identity
@@ -111,7 +111,13 @@ def audio_request(record: dict[str, Any], settings: MMESettings) -> JudgeRequest
 
 
 def judge_request(
-    record: dict[str, Any], settings: MMESettings, *, step_text: str, n_steps: int, audio_clue: str
+    record: dict[str, Any],
+    settings: MMESettings,
+    *,
+    step_text: str,
+    n_steps: int,
+    audio_clue: str,
+    frames: VideoFramesPart | None = None,
 ) -> JudgeRequest:
     """The multimodal judge's request for one record: frames (1 fps, first 10), audio clue, label(s), step text."""
     spec = spec_for(record["mme_task"])
@@ -123,7 +129,7 @@ def judge_request(
         n_steps=n_steps,
         judge_protocol=settings.judge_protocol,
     )
-    frames = frames_part(record)
+    frames = frames_part(record) if frames is None else frames
     guarded = settings.judge_protocol == "guarded"
     return JudgeRequest(
         messages=[text_message("system", protocol()["judge_system"]), user_message(text, frames)],
@@ -158,69 +164,119 @@ def judge_samples(
     desc: str = "mme_emotion",
     stats: dict[str, BatchStats] | None = None,
 ) -> list[Judgement]:
-    """The full pipeline over one task's (or several tasks') records (doc + answer), as concurrent batches.
+    """The full pipeline over one task's (or several tasks') records (doc + answer); see `judge_groups`.
 
-    `stats`, when given, receives each batch's accounting by agent: "step", "audio" (live clues only), "judge"."""
+    `stats`, when given, receives the accounting by agent: "step", "audio" (live clues only), "judge"."""
+    return judge_groups([records], settings, progress=progress, descs=[desc], stats=None if stats is None else [stats])[
+        0
+    ]
+
+
+#: What each agent's progress bar and log line say.
+_AGENT_WORDS = {"step": "step agent", "audio": "audio clues", "judge": "judge"}
+
+
+def judge_groups(
+    groups: Sequence[Sequence[dict[str, Any]]],
+    settings: MMESettings,
+    *,
+    progress: bool | None = None,
+    descs: Sequence[str] | None = None,
+    stats: Sequence[dict[str, BatchStats]] | None = None,
+) -> list[list[Judgement]]:
+    """Judge several groups of records (tasks) in one pipeline: each record goes step agent -> (audio agent) ->
+    judge as soon as its previous agent answered, every group and agent sharing the concurrency slots.
+
+    Why: judged as batches, one agent after another and one task after another, the slots drain at the end of
+    every batch and the next one starts cold (16 times for the 8 tasks).  The requests are the same ones a batch
+    would send, and each group's per-agent accounting (`stats[g]`) is what a batch over that group reports.
+    The judgements come back per group, in the records' order."""
+    descs = list(descs) if descs is not None else ["mme_emotion"] * len(groups)
     # a second judge model, a changed prompt or a cold answer cache then decodes no video again
     configure_frame_cache(settings.frame_cache_dir, settings.frame_cache_max_bytes)
-    # decode every video in a process pool while the step agent's batch runs: its frames are ready (cached) by
-    # the time the judge asks for them, and decoding never holds a request slot
-    prerender((frames_part(r) for r in records), settings.render_workers)
-    engine = settings.engine
-    judgements = [_judgement(r) for r in records]
+    parts = [[frames_part(r) for r in group] for group in groups]
+    # decode every video in a process pool while the step agent works: the frames are ready (cached) by the time
+    # the judge asks for them, and decoding never holds a request slot
+    prerender((p for group in parts for p in group), settings.render_workers)
+    engine = get_engine(settings.engine)
+    roles = ["step", "audio", "judge"] if settings.audio_clues == "live" else ["step", "judge"]
+    total = sum(len(g) for g in groups)
+    show = engine.progress if progress is None else progress
+    title = descs[0] if len(groups) == 1 else f"mme_emotion ({len(groups)} tasks)"
+    bars = {role: progress_bar(total, f"{title} {_AGENT_WORDS[role]}", show) for role in roles}
+    shared: dict = {}  # a request two tasks ask is sent once, the later asker counting a cache hit
+    lanes = [
+        {
+            role: engine.lane(f"{desc} {_AGENT_WORDS[role]}", expected=len(group), bar=bars[role], shared=shared)
+            for role in roles
+        }
+        for desc, group in zip(descs, groups, strict=True)
+    ]
+    judgements = [[_judgement(r) for r in group] for group in groups]
 
-    def run(role: str, requests: list[JudgeRequest], what: str) -> BatchResult:
-        batch = run_batch(requests, desc=f"{desc} {what}", progress=progress, settings=engine)
-        if stats is not None:
-            stats[role] = batch.stats
-        return batch
-
-    # 1. step agent: the answer only (no question, no video), official wording
-    step_results = run("step", [step_request(r, settings) for r in records], "step agent")
-    for j, res in zip(judgements, step_results, strict=True):
+    async def one(lane: dict[str, Lane], record: dict[str, Any], j: Judgement, frames: VideoFramesPart) -> None:
+        # 1. step agent: the answer only (no question, no video), official wording
+        res = await lane["step"].ask(step_request(record, settings))
         j.cached["step_agent"] = res.cached
         j.step_text = res.text
         if not res.ok:
             j.fail("step_agent", res.error, res.detail)
-            continue
-        j.steps = list(parse_steps(res.text).steps)
-
-    # 2. audio clues: the released file, or live from the clip's audio track
-    if settings.audio_clues == "live":
-        live_idx = [i for i, j in enumerate(judgements) if j.ok]
-        clue_results = run("audio", [audio_request(records[i], settings) for i in live_idx], "audio clues")
-        for i, res in zip(live_idx, clue_results, strict=True):
-            judgements[i].cached["audio_clue"] = res.cached
-            if res.ok:
-                judgements[i].audio_clue = res.text
+        else:
+            j.steps = list(parse_steps(res.text).steps)
+        # 2. audio clues: the released file, or live from the clip's audio track
+        if "audio" in lane:
+            if not j.ok:
+                bars["audio"].update(1)
             else:
-                judgements[i].fail("audio_clue", res.error, res.detail)
-
-    # 3. the multimodal judge: frames (1 fps, first 10), audio clue, label(s), the step text
-    judge_idx = [i for i, j in enumerate(judgements) if j.ok]
-    judge_reqs = [
-        judge_request(
-            records[i],
+                res = await lane["audio"].ask(audio_request(record, settings))
+                j.cached["audio_clue"] = res.cached
+                if res.ok:
+                    j.audio_clue = res.text
+                else:
+                    j.fail("audio_clue", res.error, res.detail)
+        # 3. the multimodal judge: frames (1 fps, first 10), audio clue, label(s), the step text
+        if not j.ok:
+            bars["judge"].update(1)
+            return
+        request = judge_request(
+            record,
             settings,
-            step_text=judgements[i].step_text or "",
-            n_steps=len(judgements[i].steps),
-            audio_clue=judgements[i].audio_clue or "",
+            step_text=j.step_text or "",
+            n_steps=len(j.steps),
+            audio_clue=j.audio_clue or "",
+            frames=frames,
         )
-        for i in judge_idx
-    ]
-    judge_results = run("judge", judge_reqs, "judge")
-    for i, res in zip(judge_idx, judge_results, strict=True):
-        j = judgements[i]
+        res = await lane["judge"].ask(request)
         j.cached["judge"] = res.cached
         j.judge_text = res.text
         if not res.ok:
             j.fail("judge", res.error, res.detail)
-            continue
+            return
         parsed = parse_scores(res.text)
         if not parsed.ok:  # only reachable without a validator; kept for safety
             j.fail("judge", f"score_{parsed.status.value}", (res.text or "")[:300])
-            continue
+            return
         j.ratings = [(r.numerator, r.denominator) for r in parsed.ratings]
+
+    async def everything() -> None:
+        await gather_all(
+            [
+                one(lane, record, j, frames)
+                for lane, group, js, ps in zip(lanes, groups, judgements, parts, strict=True)
+                for record, j, frames in zip(group, js, ps, strict=True)
+            ]
+        )
+
+    try:
+        engine.run_pipeline(everything())
+    finally:
+        for bar in bars.values():
+            bar.close()
+    for g, lane in enumerate(lanes):
+        for role in roles:
+            batch = lane[role].finish()
+            if stats is not None:
+                stats[g][role] = batch
     return judgements
 
 

@@ -1,0 +1,189 @@
+"""The judge phase as one pipeline (issue 13, item 4): a record goes to the judge as soon as its step agent
+answered, and several tasks share the request slots, with the same requests, answers and accounting a batch per
+agent and task gives.  Checked on the loopback server's own clock (when each request started and ended)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import API_KEY, fast_env
+from fakes import Judge
+
+from judges import JudgeRequest, reset_engine, user_message
+from judges.engine import gather_all
+from judges.testing import LoopbackServer, Reply, last_user_text
+
+LATENCY = 0.3
+
+
+class TaggedJudge(Judge):
+    """The fake judge, recording per request: which agent, which group (a TAG-x word carried from the answer
+    into the step text, so the judge's request shows it too), and when the request arrived."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+        self.seen: list[tuple[str, str, float, float]] = []  # (agent, tag, start, end)
+
+    def __call__(self, body: dict, attempt: int) -> Any:
+        now = time.time()  # the server calls us after its latency: the request arrived LATENCY earlier
+        text = last_user_text(body)
+        tag = (re.findall(r"TAG-\w+", text) or ["?"])[0]
+        reply = super().__call__(body, attempt)
+        if text.startswith("Given the following answer"):
+            reply = Reply(text=reply.text.replace("</step>", f" Seen {tag}.</step>"))
+            agent = "step"
+        else:
+            agent = "judge"
+        with self.lock:
+            self.seen.append((agent, tag, now - LATENCY, now))
+        return reply
+
+
+def _records(task: str, tag: str, env: dict[str, str]) -> list[dict[str, Any]]:
+    from emo_tasks.mme_emotion import hooks
+
+    docs = hooks.load_task(f"mme_emotion/sample/{task}", env)
+    answers = [f"{tag} {task} row {d['row']}: the voice is loud. Answer: Anger" for d in docs]
+    records = [hooks.process_results(d, [a])["rec_s"] for d, a in zip(docs, answers, strict=True)]
+    return [{**hooks.lookup_doc(r), **r} for r in records]
+
+
+@pytest.fixture
+def judged_env(tmp_path: Path) -> dict[str, str]:
+    reset_engine()
+    yield {"EMO_CACHE_DIR": str(tmp_path / "cache"), "EMO_PROGRESS": "0", "EMO_RENDER_WORKERS": "0"}
+    reset_engine()
+
+
+def _summary(judgements: list[Any]) -> list[tuple]:
+    return [(j.task, j.row, j.ok, j.step_text, j.steps, j.judge_text, j.ratings) for j in judgements]
+
+
+def test_a_record_is_judged_while_others_are_still_at_the_step_agent(judged_env: dict[str, str]) -> None:
+    """3 records, 2 slots: the first record's judge request takes the slot the second step batch leaves free.
+    As batches (every step answer before any judge request) the first judge request starts only when the
+    last step request has ended."""
+    from emo_tasks.mme_emotion.hooks import settings_for
+    from emo_tasks.mme_emotion.judge import judge_samples
+
+    responder = TaggedJudge()
+    with LoopbackServer(responder=responder, latency_s=LATENCY, expected_api_key=API_KEY) as srv:
+        env = {**fast_env(srv.base_url), **judged_env, "EMO_JUDGE_CONCURRENCY": "2"}
+        items = _records("ER-Lab", "TAG-a", env) + _records("ER-Wild", "TAG-a", env)[:1]
+        stats: dict = {}
+        judgements = judge_samples(items, settings_for(items), progress=False, stats=stats)
+    assert all(j.ok for j in judgements) and len(judgements) == 3
+    steps = [s for s in responder.seen if s[0] == "step"]
+    judges = [s for s in responder.seen if s[0] == "judge"]
+    assert len(steps) == len(judges) == 3
+    assert min(start for _, _, start, _ in judges) < max(end for _, _, _, end in steps) - LATENCY / 2
+    assert (stats["step"].requests, stats["step"].calls, stats["judge"].requests, stats["judge"].calls) == (3, 3, 3, 3)
+
+
+def test_tasks_share_one_pipeline_with_the_numbers_of_one_batch_per_task(
+    judged_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Two tasks judged together: the second task's step requests go out before the first task's judge requests
+    (one task after another, they would wait for them), and each task gets the judgements and the per-agent
+    accounting it gets judged alone."""
+    from emo_tasks.mme_emotion.hooks import settings_for
+    from emo_tasks.mme_emotion.judge import judge_groups, judge_samples
+
+    together = TaggedJudge()
+    with LoopbackServer(responder=together, latency_s=LATENCY, expected_api_key=API_KEY) as srv:
+        env = {**fast_env(srv.base_url), **judged_env, "EMO_JUDGE_CONCURRENCY": "4"}
+        groups = [_records("ER-Lab", "TAG-a", env), _records("ER-Wild", "TAG-b", env)]
+        stats: list[dict] = [{}, {}]
+        joint = judge_groups(groups, settings_for(groups[0]), progress=False, descs=["a", "b"], stats=stats)
+    first_b_step = min(start for agent, tag, start, _ in together.seen if agent == "step" and tag == "TAG-b")
+    first_a_judge = min(start for agent, tag, start, _ in together.seen if agent == "judge" and tag == "TAG-a")
+    assert first_b_step < first_a_judge
+
+    reset_engine()
+    alone = TaggedJudge()
+    with LoopbackServer(responder=alone, expected_api_key=API_KEY) as srv:
+        env = {**fast_env(srv.base_url), **judged_env, "EMO_CACHE_DIR": str(tmp_path / "cache2")}
+        separate, separate_stats = [], []
+        for task, tag in (("ER-Lab", "TAG-a"), ("ER-Wild", "TAG-b")):
+            items = _records(task, tag, env)
+            st: dict = {}
+            separate.append(judge_samples(items, settings_for(items), progress=False, stats=st))
+            separate_stats.append(st)
+    assert [_summary(g) for g in joint] == [_summary(g) for g in separate]
+    fields = ("requests", "unique_requests", "cache_hits", "calls", "answered", "failures", "prompt_tokens",
+              "completion_tokens", "api_models", "endpoints")  # fmt: skip
+
+    def accounting(st: dict) -> dict:
+        return {role: {f: getattr(b, f) for f in fields if f != "endpoints"} for role, b in st.items()}
+
+    assert [accounting(s) for s in stats] == [accounting(s) for s in separate_stats]
+    assert all(s["judge"].calls == 2 for s in stats)
+
+
+def test_a_lane_accounts_like_a_batch(make_engine: Any, tmp_path: Path) -> None:
+    """The same requests (with duplicates) asked one by one through lanes or as one batch: the same answers and
+    the same accounting, cold and from the cache."""
+
+    def answer(body: dict, attempt: int) -> Reply:
+        return Reply(text="echo " + last_user_text(body), prompt_tokens=7, completion_tokens=3)
+
+    texts = ["one", "two", "one", "three", "two", "one"]
+
+    def requests() -> list[JudgeRequest]:
+        return [JudgeRequest(messages=[user_message(t)], role="judge", model="m") for t in texts]
+
+    with LoopbackServer(responder=answer, expected_api_key=API_KEY) as srv:
+        batch_engine = make_engine(srv, cache_dir=tmp_path / "batch")
+        lane_engine = make_engine(srv, cache_dir=tmp_path / "lane")
+
+        def by_lane() -> tuple[list, Any]:
+            lane = lane_engine.lane("lane", expected=len(texts))
+
+            async def go() -> list:
+                return await gather_all([lane.ask(r) for r in requests()])
+
+            return lane_engine.run_pipeline(go()), lane.finish()
+
+        for _ in range(2):  # cold, then every answer from the cache
+            batch = batch_engine.run(requests(), desc="batch")
+            laned, lane_stats = by_lane()
+            assert [(r.ok, r.text, r.cached) for r in laned] == [(r.ok, r.text, r.cached) for r in batch.results]
+            for f in ("requests", "unique_requests", "cache_hits", "calls", "answered", "failures", "prompt_tokens",
+                      "completion_tokens", "api_models"):  # fmt: skip
+                assert getattr(lane_stats, f) == getattr(batch.stats, f), f
+            assert sum(r.prompt_tokens for r in laned) == sum(r.prompt_tokens for r in batch.results)
+        assert batch.stats.cache_hits == 6 and lane_stats.calls == 0
+    assert asyncio.iscoroutinefunction(lane_engine.lane("x").ask)
+
+
+def test_a_configuration_error_mid_pipeline_stops_every_request(make_engine: Any) -> None:
+    """A request with no model for its role raises before anything is sent, and the pipeline's other requests are
+    cancelled rather than left running on the engine's loop."""
+    from judges import JudgeConfigError
+
+    class Unconfigured(JudgeRequest):
+        def cache_key(self) -> str:
+            raise JudgeConfigError("no model for this role")
+
+    with LoopbackServer(responder=lambda body, attempt: Reply(text="ok"), latency_s=0.2) as srv:
+        engine = make_engine(srv, cache_dir=None)
+        lane = engine.lane("lane")
+
+        async def slow_then_ok() -> None:
+            await asyncio.sleep(0.1)
+            await lane.ask(JudgeRequest(messages=[user_message("late")], role="judge", model="m"))
+
+        async def bad() -> None:
+            await lane.ask(Unconfigured(messages=[user_message("x")], role="judge", model="m"))
+
+        with pytest.raises(JudgeConfigError):
+            engine.run_pipeline(gather_all([slow_then_ok(), bad()]))
+        time.sleep(0.4)
+        assert srv.calls == []
