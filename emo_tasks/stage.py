@@ -333,6 +333,11 @@ def judge_run(
     args = SimpleNamespace(output_path=str(out_dir), log_samples=True)
     values: dict[str, dict[str, Any]] = {}
     try:
+        # every task a benchmark can judge ahead goes through one pipeline, not one task after another
+        for hooks in {id(p.hooks): p.hooks for p in plans}.values():
+            ahead = getattr(hooks, "judge_ahead", None)
+            if ahead is not None:
+                ahead([p.records for p in plans if p.hooks is hooks])
         for plan in plans:
             computed = plan.hooks.evaluate(plan.records, args)  # what lmms-eval reports: the table's metrics
             values[plan.task] = {m.name: computed[m.name] for m in plan.bench.table}

@@ -93,11 +93,16 @@ def test_predict_only_then_judge_equals_the_in_process_run(runs: dict[str, Path]
         proc = emo(env, "judge", str(runs["B"]))
         assert proc.returncode == 0, proc.stderr[-4000:]
         first = len(judge_calls(srv))
+        steps = [c for c in srv.calls if c.model == "gpt-4.1-2025-04-14"]
+        judges = [c for c in srv.calls if c.model == "gpt-4o-2024-11-20" and c.images]
         srv.reset_log()
         again = emo(env, "judge", str(runs["B"]))
         assert again.returncode == 0, again.stderr[-3000:]
         assert judge_calls(srv) == [], "a second judge run must be answered from the cache"
     assert 16 < first <= 32  # step agent + judge for 16 MME samples
+    # the 8 MME tasks went through one pipeline: every step request was out before the first judge answer came
+    # back (one task after another, the last task's step requests would wait for the first task's judge)
+    assert steps and judges and max(c.t_start for c in steps) < min(c.t_end for c in judges)
     judged = sorted((runs["B"] / "judged").iterdir())
     assert len(judged) == 1 and judged[0].name.startswith("judge=gpt-4o-2024-11-20")
     b_values = values(_results(judged[0]))

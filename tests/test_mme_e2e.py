@@ -168,6 +168,7 @@ def test_sample_with_loopback_judge_matches_official_formulas_and_reruns_from_ca
         env = _env(tmp_path, OPENAI_BASE_URL=srv.base_url, OPENAI_API_KEY=API_KEY)
         results, proc = run_lmms_eval(tmp_path, tmp_path / "out1", env, "--log_samples")
         first_calls = len(srv.calls)
+        sent = list(srv.calls)
         srv.reset_log()
         results2, proc2 = run_lmms_eval(tmp_path, tmp_path / "out2", env)
         second_calls = len(srv.calls)
@@ -191,6 +192,10 @@ def test_sample_with_loopback_judge_matches_official_formulas_and_reruns_from_ca
     # step agent + judge for 16 samples; duplicates (same step prompt) are sent once
     assert 16 < first_calls <= 32
     assert second_calls == 0, "a second identical run must be answered from the cache"
+    # the 8 tasks were judged in one pipeline at the first aggregation: every step request went out before the
+    # first judge answer came back (one task after another, task 8's step requests wait for task 1's judge)
+    steps, judges = [c for c in sent if not c.images], [c for c in sent if c.images]
+    assert steps and max(c.t_start for c in steps) < min(c.t_end for c in judges)
     for key in ("rec_s,none", "rea_s,none", "cot_s,none", "avg_step,none", "n_scored,none"):
         assert results2["mme_emotion_sample"][key] == g[key], key
     assert API_KEY not in proc.stdout + proc.stderr

@@ -36,7 +36,7 @@ from judges.atomic import atomic_write_text
 
 from . import scoring
 from .data import DataError, benchmark_root, check_videos_exist, load_task_docs, probe_video
-from .judge import Judgement, judge_samples
+from .judge import Judgement, judge_groups, judge_samples
 from .parsers import per_task_rule_differs
 from .protocol import model_prompt, prompt_hashes, spec_for
 from .remux import model_ready_path
@@ -64,12 +64,33 @@ class TaskRegistry:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._tasks: dict[tuple[str, str], LoadedTask] = {}
+        self._answers: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
 
     def register(self, source: str, key: str, settings: MMESettings, docs: Sequence[dict[str, Any]]) -> None:
         with self._lock:
             self._tasks[(source, key)] = LoadedTask(
                 settings, {int(d["row"]): d for d in docs}, {int(d["row"]): i for i, d in enumerate(docs)}
             )
+            self._answers.pop((source, key), None)  # a new run of the task: earlier answers are not its own
+
+    def record_answer(self, record: Mapping[str, Any]) -> None:
+        """Keep a `process_results` record of a judged task, so that the first aggregation of a group run can
+        judge every task's answers in one pipeline (`_judge_ahead`)."""
+        key = _record_key(record)
+        with self._lock:
+            loaded = self._tasks.get(key)
+            if loaded is not None and loaded.settings.judge_mode == "api":
+                self._answers.setdefault(key, {})[int(record["row"])] = dict(record)
+
+    def take_answers(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        """Every kept answer by task, forgetting them."""
+        with self._lock:
+            answers, self._answers = self._answers, {}
+        return {key: list(rows.values()) for key, rows in answers.items() if rows}
+
+    def forget_answers(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            self._answers.pop(key, None)
 
     def find(self, source: str, key: str) -> LoadedTask | None:
         with self._lock:
@@ -210,8 +231,10 @@ def doc_to_messages(doc: dict[str, Any], lmms_eval_specific_kwargs: dict[str, An
 
 
 def process_results(doc: dict[str, Any], results: Sequence[Any]) -> dict[str, dict[str, Any]]:
-    """Record the answer with what the judge will need; no network, no shared state.  (A one-answer list, as a
-    samples file of an lmms-eval that does not unwrap it holds, is the answer.)"""
+    """Record the answer with what the judge will need; no network.  The record is also kept by the registry (a
+    locked dict: lmms-eval calls this from 4 threads), so that the first aggregation can judge every task of the
+    run in one pipeline.  (A one-answer list, as a samples file of an lmms-eval that does not unwrap it holds, is
+    the answer.)"""
     answer = results[0] if results else ""
     if isinstance(answer, list | tuple) and len(answer) == 1:
         answer = answer[0]
@@ -225,6 +248,7 @@ def process_results(doc: dict[str, Any], results: Sequence[Any]) -> dict[str, di
         "data_source": doc.get("data_source", "benchmark"),
         "answer": answer,
     }
+    registry.record_answer(record)
     return {metric: record for metric in TABLE.names}
 
 
@@ -262,13 +286,102 @@ def evaluate_task(items: Sequence[dict[str, Any]], args: Any = None) -> TaskResu
     return _memo.get(key, lambda: _evaluate(list(items), settings, args))
 
 
+# ------------------------------------------------------------------------------------- judging ahead
+def _record_id(record: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (*_record_key(record), int(record["row"]), record["video_id"], record["answer"])
+
+
+class _Ahead:
+    """Judgements made ahead of their task's aggregation by `judge_ahead` (several tasks in one pipeline), each
+    taken once by the aggregation of exactly the same records, with that task's per-agent accounting."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._done: dict[tuple[MMESettings, tuple[str, str]], tuple[dict, dict[str, BatchStats]]] = {}
+
+    def put(self, settings: MMESettings, items: Sequence[Mapping[str, Any]], judged: Sequence[Judgement],
+            stats: dict[str, BatchStats]) -> None:  # fmt: skip
+        by_id = {_record_id(r): j for r, j in zip(items, judged, strict=True)}
+        with self._lock:
+            self._done[(settings, _record_key(items[0]))] = (by_id, stats)
+
+    def has(self, settings: MMESettings, records: Sequence[Mapping[str, Any]]) -> bool:
+        with self._lock:
+            entry = self._done.get((settings, _record_key(records[0])))
+        return entry is not None and entry[0].keys() == {_record_id(r) for r in records}
+
+    def take(
+        self, settings: MMESettings, records: Sequence[Mapping[str, Any]]
+    ) -> tuple[list[Judgement], dict[str, BatchStats]] | None:
+        """The judgements of `records` (in their order) and the accounting, when judged ahead for exactly these."""
+        with self._lock:
+            entry = self._done.pop((settings, _record_key(records[0])), None)
+        if entry is None:
+            return None
+        by_id, stats = entry
+        ids = [_record_id(r) for r in records]
+        if len(ids) != len(by_id) or set(ids) != by_id.keys():
+            return None  # other answers than the ones judged ahead: judge these now
+        return [by_id[i] for i in ids], stats
+
+
+_ahead = _Ahead()
+
+
+def _single_task(records: Sequence[Mapping[str, Any]]) -> bool:
+    return bool(records) and len({_record_key(r) for r in records}) == 1
+
+
+def _label(items: Sequence[Mapping[str, Any]]) -> str:
+    tasks = sorted({r["mme_task"] for r in items})
+    source = items[0].get("data_source", "benchmark")
+    return ",".join(spec_for(t).task for t in tasks) + (" [sample]" if source == "sample" else "")
+
+
+def judge_ahead(groups: Sequence[Sequence[dict[str, Any]]]) -> int:
+    """Judge several tasks' records (one task per group, as their aggregations will get them) in one pipeline,
+    ahead of the aggregations, which then take their judgements (`_Ahead`): the request slots stay full across
+    the tasks and agents instead of draining 2-3 times per task.  Used by the judge stage for every task it
+    judges, and by an in-process run at its first aggregation (`_judge_ahead_in_process`).  Groups that are not
+    one judged (api) task, or are already judged ahead, are left to their aggregation.  Returns how many groups
+    were judged."""
+    by_settings: dict[MMESettings, list[list[dict[str, Any]]]] = {}
+    for records in groups:
+        if not _single_task(records):
+            continue
+        settings = settings_for(records)
+        if settings.judge_mode != "api" or _ahead.has(settings, records):
+            continue
+        registry.forget_answers(_record_key(records[0]))
+        by_settings.setdefault(settings, []).append([{**lookup_doc(r), **r} for r in records])
+    for settings, item_groups in by_settings.items():
+        stats: list[dict[str, BatchStats]] = [{} for _ in item_groups]
+        judged = judge_groups(item_groups, settings, descs=[_label(items) for items in item_groups], stats=stats)
+        for items, js, st in zip(item_groups, judged, stats, strict=True):
+            _ahead.put(settings, items, js, st)
+    return sum(len(g) for g in by_settings.values())
+
+
+def _judge_ahead_in_process(records: Sequence[dict[str, Any]]) -> bool:
+    """At an in-process aggregation: when `process_results` kept this task's answers and they are exactly the
+    aggregation's records (one process holds every answer: not a multi-rank run, where rank 0 aggregates answers
+    other ranks recorded), judge them together with every other task's kept answers in one pipeline."""
+    if not _single_task(records):
+        return False
+    answers = registry.take_answers()
+    own = answers.pop(_record_key(records[0]), [])
+    if not answers or {_record_id(r) for r in own} != {_record_id(r) for r in records} or len(own) != len(records):
+        return False
+    return judge_ahead([list(records), *answers.values()]) > 0
+
+
 def _evaluate(records: list[dict[str, Any]], settings: MMESettings, args: Any) -> TaskResult:
     started = time.perf_counter()
     items = [{**lookup_doc(r), **r} for r in records]
     tasks = sorted({r["mme_task"] for r in items})
     source = items[0].get("data_source", "benchmark")
     mode = settings.judge_mode
-    label = ",".join(spec_for(t).task for t in tasks) + (" [sample]" if source == "sample" else "")
+    label = _label(items)
     if mode == "defer":
         return _defer(items, settings, args, tasks, source, label)
     judgements: list[Judgement | None]
@@ -280,7 +393,13 @@ def _evaluate(records: list[dict[str, Any]], settings: MMESettings, args: Any) -
         )
         judgements = [None] * len(items)
     else:
-        judgements = list(judge_samples(items, settings, desc=label, stats=stats))
+        ahead = _ahead.take(settings, records)
+        if ahead is None and _judge_ahead_in_process(records):
+            ahead = _ahead.take(settings, records)
+        if ahead is not None:
+            judgements, stats = list(ahead[0]), ahead[1]
+        else:
+            judgements = list(judge_samples(items, settings, desc=label, stats=stats))
     samples = [
         scoring.score_sample(spec_for(item["mme_task"]), item, j) for item, j in zip(items, judgements, strict=True)
     ]
