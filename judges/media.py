@@ -189,7 +189,8 @@ def sample_video_frames(path: str | Path, interval_s: float = 1.0, max_frames: i
     The MME-Emotion judge's rule: frame_interval = int(fps * interval_s) frames (at least 1), keep frame k when
     k % frame_interval == 0, stop after `max_frames` (k counts decoded frames in presentation order).  Decoding
     stops at the last kept frame, and when the stream's keyframes are dense enough to win, each kept frame is
-    reached by decoding from the keyframe before it instead of from the start (`_sample_by_keyframes`); the
+    reached by decoding from the keyframe before it instead of from the start (`_sample_by_keyframes`); either
+    way, the frames no other frame refers to (x264's non-reference B-frames) are not decoded unless kept.  The
     frames are the same ones, pixel for pixel (tests/test_frames.py checks every container and codec we
     support).  Raises with the file name when the file is missing or no frame can be decoded.
     """
@@ -266,6 +267,8 @@ def _sample_by_keyframes(
     keyframes; kept frame k is the frame with the k-th smallest pts, as in the linear route.  Each jump flushes
     the decoder and feeds it from the keyframe packet on until the frame with the target pts comes out; any
     surprise (a missing or unexpected pts) gives up and returns None, so the result is never a different frame.
+    Both ways (the linear one then also finds the kept frames by pts), the decoder skips the frames no other
+    frame refers to (`_skip_nonref`) except the kept ones; the frames it does output must come in increasing pts.
     """
     import av
 
@@ -278,10 +281,14 @@ def _sample_by_keyframes(
         if not packets or any(not p.size for p in packets):
             return None  # empty packets mid-stream (dropped frames): leave them to the reference route
         codec = stream.codec_context
+        targets = _target_pts(packets, step, max_frames)
+        keep = set(targets) if targets is not None and _skip_nonref(codec) else None
         plan = _jump_plan(packets, step, max_frames)
+        if plan is None and not linear_fallback:
+            return None
+        if plan is None and keep is not None and targets is not None:
+            plan = [(-1 if k else 0, t) for k, t in enumerate(targets)]  # linear, by pts: skipping hides frames
         if plan is None:
-            if not linear_fallback:
-                return None
             frames: list[Any] = []
             for index, frame in enumerate(_decode_from(codec, packets, 0)):
                 if index % step == 0:
@@ -291,13 +298,16 @@ def _sample_by_keyframes(
             return frames
         frames = []
         feed: Any = None
+        last: Any = None
         for start, target in plan:
             if start >= 0:
                 codec.flush_buffers()
-                feed = _decode_from(codec, packets, start)
+                feed = _decode_from(codec, packets, start, keep)
+                last = None
             for frame in feed:
-                if frame.pts is None or frame.pts > target:
+                if frame.pts is None or frame.pts > target or (last is not None and frame.pts <= last):
                     return None
+                last = frame.pts
                 if frame.pts == target:
                     frames.append(frame.to_image())
                     break
@@ -306,18 +316,27 @@ def _sample_by_keyframes(
         return frames
 
 
-def _jump_plan(packets: list[Any], step: int, max_frames: int) -> list[tuple[int, int]] | None:
-    """[(packet index to restart decoding from, or -1 to go on; target pts)] per kept frame, or None when the
-    stream's timestamps do not allow it or jumping would not decode clearly fewer frames."""
-    if len(packets) <= step or not packets[0].is_keyframe:
-        return None
+def _target_pts(packets: list[Any], step: int, max_frames: int) -> list[Any] | None:
+    """The kept frames' pts (kept frame k = the frame with the k-th smallest pts), or None when the packets'
+    timestamps cannot tell them (missing or repeated pts, or the first packet not the first frame)."""
     pts = [p.pts for p in packets]
     if any(t is None for t in pts) or len(set(pts)) != len(pts):
         return None
     order = sorted(pts)
     if pts[0] != order[0]:
         return None
-    targets = [order[k] for k in range(0, len(order), step)][:max_frames]
+    return [order[k] for k in range(0, len(order), step)][:max_frames]
+
+
+def _jump_plan(packets: list[Any], step: int, max_frames: int) -> list[tuple[int, int]] | None:
+    """[(packet index to restart decoding from, or -1 to go on; target pts)] per kept frame, or None when the
+    stream's timestamps do not allow it or jumping would not decode clearly fewer frames."""
+    if len(packets) <= step or not packets[0].is_keyframe:
+        return None
+    targets = _target_pts(packets, step, max_frames)
+    if targets is None:
+        return None
+    pts = [p.pts for p in packets]
     decode_index = {t: i for i, t in enumerate(pts)}
     keyframes = [i for i, p in enumerate(packets) if p.is_keyframe]
     plan: list[tuple[int, int]] = []
@@ -333,15 +352,37 @@ def _jump_plan(packets: list[Any], step: int, max_frames: int) -> list[tuple[int
             cost += d - key + 1 + _JUMP_COST_FRAMES
             plan.append((key, target))
         position = d
-    linear_cost = order.index(targets[-1]) + 1
+    linear_cost = sorted(pts).index(targets[-1]) + 1
     if cost > _SEEK_WIN_RATIO * linear_cost:
         return None
     return plan
 
 
-def _decode_from(codec: Any, packets: list[Any], start: int) -> Any:
+#: Let the decoder skip the frames no other frame refers to (False: decode them; tests and benchmarks compare).
+_SKIP_NONREF = True
+#: Decoders whose non-reference skipping ("NONREF") tests/test_frames.py shows to skip frames and leave every
+#: other frame unchanged: H.264 (nal_ref_idc 0: x264's non-reference B-frames), HEVC (sub-layer non-reference
+#: pictures), MPEG-4 part 2 (B-frames).  Not VP8/VP9: libvpx's usual streams have no frame that refreshes no
+#: reference buffer (nothing to skip), and no test shows the skipping there.
+_SKIP_NONREF_CODECS = frozenset({"h264", "hevc", "mpeg4"})
+
+
+def _skip_nonref(codec: Any) -> bool:
+    """Whether to switch `skip_frame` per packet: only with one decoder thread (the setting then applies to
+    exactly the packet decoded next) and for the decoders above."""
+    return _SKIP_NONREF and _THREAD_TYPE == "NONE" and codec.name in _SKIP_NONREF_CODECS
+
+
+def _decode_from(codec: Any, packets: list[Any], start: int, keep: set[Any] | None = None) -> Any:
+    """The frames decoded from packets[start:] on; with `keep` (pts), packets with another pts are decoded
+    with skip_frame "NONREF": a frame no other frame refers to is then not decoded (nor output), the others
+    decode exactly as without it."""
     for packet in packets[start:]:
+        if keep is not None:
+            codec.skip_frame = "DEFAULT" if packet.pts in keep else "NONREF"
         yield from codec.decode(packet)
+    if keep is not None:
+        codec.skip_frame = "DEFAULT"
     yield from codec.decode(None)
 
 

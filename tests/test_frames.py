@@ -24,9 +24,10 @@ def write_test_clip(
     size: tuple[int, int] = (64, 48),
     gop: int | None = 12,
     bframes: int | None = None,
+    x264: str | None = None,
 ) -> Path:
     """A deterministic moving pattern; `gop` = keyframe interval (None: the encoder's default), `bframes` > 0
-    gives B-frames (packets out of presentation order)."""
+    gives B-frames (packets out of presentation order), `x264` more x264-params (e.g. "b-pyramid=none")."""
     with av.open(str(path), "w") as container:
         stream = container.add_stream(codec, rate=fps)
         stream.width, stream.height, stream.pix_fmt = size[0], size[1], "yuv420p"
@@ -35,10 +36,15 @@ def write_test_clip(
         options = {}
         if codec == "libx264":
             options = {"threads": "1", "preset": "medium" if bframes else "ultrafast"}
-            if gop is not None:
-                options["x264-params"] = f"keyint={gop}:min-keyint={gop}:scenecut=0"
+            params = [f"keyint={gop}:min-keyint={gop}:scenecut=0"] if gop is not None else []
+            if x264:
+                params.append(x264)
+            if params:
+                options["x264-params"] = ":".join(params)
             if bframes:
                 options["bf"] = str(bframes)
+        elif codec == "libx265":
+            options = {"x265-params": "log-level=none"}
         elif bframes:
             stream.codec_context.max_b_frames = bframes
         stream.options = options
@@ -135,6 +141,101 @@ def test_short_clip_and_long_clip_counts(tmp_path):
     got = sample_video_frames(long)
     assert len(got) == 10
     assert [f.tobytes() for f in got] == [f.tobytes() for f in decode_everything(long)]
+
+
+# --- skipping the frames no other frame refers to ------------------------------------------------------------
+
+
+def count_decoded(monkeypatch) -> list[int]:
+    """[frames the sampler's decoder has output so far] (the skipped frames are never output)."""
+    n = [0]
+    real = media._decode_from
+
+    def counting(*args, **kwargs):
+        for frame in real(*args, **kwargs):
+            n[0] += 1
+            yield frame
+
+    monkeypatch.setattr(media, "_decode_from", counting)
+    return n
+
+
+# (suffix, codec, gop, bframes, more x264-params): streams with frames no other frame refers to
+SKIP_CASES = [
+    (".mp4", "libx264", None, 3, None),  # x264's defaults: keyint 250, 3 B-frames, b-pyramid normal
+    (".mkv", "libx264", None, 3, "b-pyramid=strict"),
+    (".mp4", "libx264", None, 3, "b-pyramid=none"),  # every B-frame non-reference
+    (".mp4", "libx264", 12, 3, None),  # short GOP: the keyframe jumps skip too
+    (".avi", "mpeg4", 250, 2, None),
+    (".mkv", "libx265", None, None, None),  # x265's defaults: B-frames, b-pyramid
+]
+
+
+@pytest.mark.parametrize(("suffix", "codec", "gop", "bframes", "x264"), SKIP_CASES)
+def test_skipping_unreferenced_frames_gives_the_same_frames(tmp_path, monkeypatch, suffix, codec, gop, bframes, x264):
+    if codec not in av.codecs_available:
+        pytest.skip(f"no {codec} encoder")
+    clip = write_test_clip(tmp_path / f"clip{suffix}", codec, seconds=9.2, size=(160, 120), gop=gop, bframes=bframes,
+                           x264=x264)  # fmt: skip
+    monkeypatch.setattr(media, "_THREAD_TYPE", "NONE")
+    decoded = count_decoded(monkeypatch)
+    for interval_s, max_frames in ((1.0, 10), (0.36, 10), (2.0, 3)):
+        ref = [f.tobytes() for f in decode_everything(clip, interval_s, max_frames)]
+        assert [f.tobytes() for f in media._sample_linear(clip, interval_s, max_frames)] == ref
+        monkeypatch.setattr(media, "_SKIP_NONREF", False)
+        decoded[0] = 0
+        assert [f.tobytes() for f in sample_video_frames(clip, interval_s, max_frames)] == ref
+        all_frames = decoded[0]
+        monkeypatch.setattr(media, "_SKIP_NONREF", True)
+        decoded[0] = 0
+        assert [f.tobytes() for f in sample_video_frames(clip, interval_s, max_frames)] == ref
+        assert 0 < decoded[0] < all_frames  # the skip route was taken and skipped frames
+        route = media._sample_by_keyframes(clip, interval_s, max_frames, linear_fallback=True)
+        assert route is not None and [f.tobytes() for f in route] == ref
+
+
+def test_skip_route_only_for_listed_decoders_and_one_thread(tmp_path, monkeypatch):
+    clip = write_test_clip(tmp_path / "c.mp4", "libx264", seconds=9.2, size=(96, 64), gop=None, bframes=3)
+    ref = [f.tobytes() for f in decode_everything(clip)]
+    decoded = count_decoded(monkeypatch)
+    counts = {}
+    for name, threads, codecs in (("skip", "NONE", media._SKIP_NONREF_CODECS), ("threads", "AUTO", None),
+                                  ("unlisted", "NONE", frozenset({"vp9"}))):  # fmt: skip
+        monkeypatch.setattr(media, "_THREAD_TYPE", threads)
+        if codecs is not None:
+            monkeypatch.setattr(media, "_SKIP_NONREF_CODECS", codecs)
+        decoded[0] = 0
+        assert [f.tobytes() for f in sample_video_frames(clip)] == ref
+        counts[name] = decoded[0]
+    assert counts["skip"] < counts["threads"] == counts["unlisted"] == 226  # up to frame 225, all decoded
+
+
+@pytest.mark.parametrize("surprise", ["target missing", "pts not increasing"])
+def test_skip_route_surprises_give_the_reference_frames(tmp_path, monkeypatch, surprise):
+    clip = write_test_clip(tmp_path / "c.mp4", "libx264", seconds=9.2, size=(96, 64), gop=None, bframes=3)
+    ref = [f.tobytes() for f in decode_everything(clip)]
+    monkeypatch.setattr(media, "_THREAD_TYPE", "NONE")
+    targets: list = []
+    real_targets, real_decode, real_linear = media._target_pts, media._decode_from, media._sample_linear
+
+    def recording(*args):
+        targets[:] = real_targets(*args)
+        return list(targets)
+
+    def misbehaving(*args, **kwargs):
+        for frame in real_decode(*args, **kwargs):
+            if surprise == "target missing" and frame.pts == targets[3]:
+                continue
+            yield frame
+            if surprise == "pts not increasing":
+                yield frame
+
+    monkeypatch.setattr(media, "_target_pts", recording)
+    monkeypatch.setattr(media, "_decode_from", misbehaving)
+    assert media._sample_by_keyframes(clip, 1.0, 10, linear_fallback=True) is None
+    linear: list = []
+    monkeypatch.setattr(media, "_sample_linear", lambda *a: linear.append(a) or real_linear(*a))
+    assert [f.tobytes() for f in sample_video_frames(clip)] == ref and len(linear) == 1  # the reference route
 
 
 # --- the frame cache ----------------------------------------------------------------------------------------
