@@ -280,9 +280,12 @@ class JudgeEngine:
         self._account(stats, final, desc, started)
         return BatchResult(results=final, stats=stats)
 
-    def _account(self, stats: BatchStats, final: Sequence[JudgeResult], desc: str, started: float) -> None:
+    def _account(
+        self, stats: BatchStats, final: Sequence[JudgeResult], desc: str, started: float, ended: float | None = None
+    ) -> None:
         """A batch's (or a lane's) closing accounting from its results: answers, failures by reason, tokens of the
-        calls made, API model ids and endpoints; logged, and a warning on stderr when too many failed."""
+        calls made, API model ids and endpoints, the time from `started` to `ended` (default now); logged, and a
+        warning on stderr when too many failed."""
         for r in final:
             if r.ok:
                 stats.answered += 1
@@ -298,7 +301,7 @@ class JudgeEngine:
                 stats.api_models[r.api_model] = stats.api_models.get(r.api_model, 0) + 1
             if r.ok and r.endpoint:
                 stats.endpoints[r.endpoint] = stats.endpoints.get(r.endpoint, 0) + 1
-        stats.wall_time_s = time.perf_counter() - started
+        stats.wall_time_s = (time.perf_counter() if ended is None else ended) - started
         logger.info("judge batch '%s': %s", desc, stats.summary_line())
         if stats.requests and stats.failures / stats.requests > FAILURE_SHARE_WARNING:
             reasons = ", ".join(f"{k}={v}" for k, v in sorted(stats.failures_by_reason.items()))
@@ -574,12 +577,17 @@ class Lane:
         concurrency = engine.endpoint.concurrency
         self._health = _BatchHealth(desc, engine.endpoint.host, min(concurrency, expected or concurrency))
         self._usable = False
+        self._lookups: dict[str, list[asyncio.Future[Any]]] = {}
+        self._looking_up = False
+        self._flusher: asyncio.Future[None] | None = None
         self._started = time.perf_counter()
+        self._last_answer = self._started
 
     async def ask(self, req: JudgeRequest) -> JudgeResult:
         """The answer to `req` (from this lane's earlier identical request, the cache, or a call)."""
         res = await self._answer(req)
         self._results.append(res)
+        self._last_answer = time.perf_counter()
         if self.bar is not None:
             self.bar.update(1)
         return res
@@ -640,10 +648,43 @@ class Lane:
         mine.set_result(res)
         return res, hit
 
+    async def _lookup(self, key: str) -> Any:
+        """The cached answer of `key`, or None.  Keys asked while a look-up is under way wait and go to the cache
+        together, as one query in one worker thread (the 6,500 step requests of a pipeline are one look-up,
+        not 6,500 thread hand-offs on a loop that is busy sending)."""
+        cache = self.engine.cache
+        if cache is None:
+            return None
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._lookups.setdefault(key, []).append(future)
+        if not self._looking_up:
+            self._looking_up = True
+            self._flusher = asyncio.ensure_future(self._flush_lookups(cache))  # a strong reference while it runs
+        return await future
+
+    async def _flush_lookups(self, cache: JudgeCache) -> None:
+        try:
+            while self._lookups:
+                await asyncio.sleep(0)  # let the asks of this loop turn join the query
+                batch, self._lookups = self._lookups, {}
+                try:
+                    hits = await asyncio.to_thread(cache.get_many, list(batch))
+                except Exception as exc:  # noqa: BLE001 - each asker raises it
+                    for futures in batch.values():
+                        for f in futures:
+                            if not f.done():
+                                f.set_exception(exc)
+                    continue
+                for key, futures in batch.items():
+                    for f in futures:
+                        if not f.done():
+                            f.set_result(hits.get(key))
+        finally:
+            self._looking_up = False
+
     async def _lookup_or_call(self, key: str, req: JudgeRequest) -> tuple[JudgeResult, bool]:
         engine = self.engine
-        cache = engine.cache
-        hit = (await asyncio.to_thread(cache.get_many, [key])).get(key) if cache is not None else None
+        hit = await self._lookup(key)
         if hit is not None:
             return JudgeResult(
                 ok=True,
@@ -665,7 +706,7 @@ class Lane:
 
     def finish(self) -> BatchStats:
         """The lane's accounting (as `run()`'s batch stats), logged; a warning on stderr when many failed."""
-        self.engine._account(self.stats, self._results, self.desc, self._started)
+        self.engine._account(self.stats, self._results, self.desc, self._started, self._last_answer)
         return self.stats
 
 
