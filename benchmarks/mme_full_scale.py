@@ -171,6 +171,28 @@ class RenderTimer:
             self.counts.clear()
 
 
+def drained(calls: list[Any], concurrency: int) -> tuple[float, int]:
+    """(seconds, times) the server had fewer than half the slots' requests in flight between the phase's first
+    request and its last answer, leaving out the final drain (the phase's own tail): the idle gaps item 4 is
+    about, measured on the server's clock."""
+    events = sorted([(c.t_start, 1) for c in calls] + [(c.t_end, -1) for c in calls])
+    if not events:
+        return 0.0, 0
+    last_start = max(c.t_start for c in calls)
+    low, seconds, times, inflight, since = concurrency // 2, 0.0, 0, 0, None
+    for t, delta in events:
+        if t > last_start:
+            break
+        inflight += delta
+        if inflight < low and since is None:
+            since, times = t, times + 1
+        elif inflight >= low and since is not None:
+            seconds, since = seconds + t - since, None
+    if since is not None:
+        seconds += last_start - since
+    return seconds, times
+
+
 class _Lane:
     def __init__(self, calls: int, wall_time_s: float) -> None:
         self.calls, self.wall_time_s = calls, wall_time_s
@@ -242,6 +264,7 @@ def run_phase(label: str, records, env, srv, timer, latency, concurrency, batche
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     stats = fc.render_stats()
     calls = len(srv.calls)
+    gap_s, gaps = drained(list(srv.calls), concurrency)
     bound = calls * latency / concurrency
     judge_n = max(1, timer.counts.get("judge", 0))
     decodes = int(stats["decodes"])
@@ -260,6 +283,8 @@ def run_phase(label: str, records, env, srv, timer, latency, concurrency, batche
         "cpu_ms_row": cpu / len(records) * 1000,
         "batches": {role: (b.calls, b.wall_time_s, b.calls * latency / concurrency) for role, b in batches.items()},
         "rss": peak_rss_mb(),
+        "gap_s": gap_s,
+        "gaps": gaps,
         "scored": sum(j.ok for j in judgements),
         "ratings": [j.ratings for j in judgements],
     }
@@ -269,7 +294,8 @@ def run_phase(label: str, records, env, srv, timer, latency, concurrency, batche
         f"{row['hits']}; per judge request: render {row['render_ms']:.1f} ms wall = frames "
         f"{row['render_all_ms']:.1f} (decode {row['decode_ms']:.1f} + JPEG {row['encode_ms']:.1f} per decode) + "
         f"base64/dicts {other:.1f}; process CPU {row['cpu_ms_row']:.1f} ms per row; peak RSS "
-        f"{row['rss'] or float('nan'):.0f} MB")  # fmt: skip
+        f"{row['rss'] or float('nan'):.0f} MB; slots under half full {gaps} times, {gap_s:.1f} s before the last "
+        "request went out")  # fmt: skip
     for role, (n, secs, _) in row["batches"].items():
         say(f"          {role} agent: {n} calls, last answer after {secs:.1f} s")
     return row
@@ -345,9 +371,6 @@ def main(argv: list[str] | None = None) -> int:
     goals = [
         (f"judge phase <= {PHASE_RATIO_GOAL}x the bound ({first['calls']} calls)", first["ratio"] <= PHASE_RATIO_GOAL,
          f"{first['ratio']:.2f}x"),
-        ("one pipeline across tasks and agents vs tasks one after another in batches (same calls)",
-         first["ratio"] < before["ratio"] and first["calls"] == before["calls"],
-         f"{first['ratio']:.2f}x vs {before['ratio']:.2f}x bound ({first['wall']:.1f} s vs {before['wall']:.1f} s)"),
         ("720p 12 s render CPU <= 1/3 of previous, GOP 12", ratios["12 s 1280x720 .mp4, GOP 12"] <= RENDER_720P_GOAL,
          f"{ratios['12 s 1280x720 .mp4, GOP 12']:.2f}"),
         ("720p 12 s render CPU <= 1/3 of previous, GOP 250", ratios["12 s 1280x720 .mp4, GOP 250"] <= RENDER_720P_GOAL,
@@ -364,6 +387,10 @@ def main(argv: list[str] | None = None) -> int:
         ("every row scored; cached rerun's ratings identical", first["scored"] == len(first["ratings"])
          and cached["ratings"] == first["ratings"], f"{first['scored']}/{len(first['ratings'])}"),
     ]  # fmt: skip
+    say(f"\nItem 4 (measured, no goal in the issue): slots under half full before the last request went out: "
+        f"one pipeline {first['gaps']} times / {first['gap_s']:.1f} s, tasks one after another with a batch per agent "
+        f"{before['gaps']} times / {before['gap_s']:.1f} s; phase {first['ratio']:.2f}x vs {before['ratio']:.2f}x "
+        "the bound")  # fmt: skip
     say("\nGoals (issue 13):")
     for text, ok, value in goals:
         say(f"  {'PASS' if ok else 'MISS'}  {text}: {value}")
