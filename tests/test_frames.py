@@ -167,7 +167,7 @@ SKIP_CASES = [
     (".mp4", "libx264", None, 3, "b-pyramid=none"),  # every B-frame non-reference
     (".mp4", "libx264", 12, 3, None),  # short GOP: the keyframe jumps skip too
     (".avi", "mpeg4", 250, 2, None),
-    (".mkv", "libx265", None, None, None),  # x265's defaults: B-frames, b-pyramid
+    pytest.param(".mkv", "libx265", None, None, None, marks=pytest.mark.slow),  # x265's defaults: B-frames, b-pyramid
 ]
 
 
