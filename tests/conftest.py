@@ -36,6 +36,30 @@ _ENV_VARS = [
 ]
 
 
+_generated_mme_sample: Path | None = None
+
+
+def with_mme_sample(cache: Path) -> Path:
+    """`cache` (an EMO_CACHE_DIR) holding the MME-Emotion sample's generated clips, copied from one generated
+    per test session: generating them costs ~1 s, copying a few ms.  The copy is what the package would write
+    there (generation is deterministic); tests about generation itself do not use this."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from emo_tasks.mme_emotion.sample import sample_root
+
+    global _generated_mme_sample
+    if _generated_mme_sample is None:
+        root = Path(tempfile.mkdtemp(prefix="emo_mme_sample_"))
+        atexit.register(shutil.rmtree, root, True)
+        sample_root(root)
+        _generated_mme_sample = root / "samples"
+    if not (Path(cache) / "samples").exists():
+        shutil.copytree(_generated_mme_sample, Path(cache) / "samples")
+    return Path(cache)
+
+
 @pytest.fixture(autouse=True)
 def isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No test sees the developer's keys or cache; the default cache goes to a temp dir."""

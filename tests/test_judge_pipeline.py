@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import API_KEY, fast_env
+from conftest import API_KEY, fast_env, with_mme_sample
 from fakes import Judge
 
 from judges import JudgeRequest, reset_engine, user_message
@@ -56,21 +55,11 @@ def _records(task: str, tag: str, env: dict[str, str]) -> list[dict[str, Any]]:
     return [{**hooks.lookup_doc(r), **r} for r in records]
 
 
-@pytest.fixture(scope="module")
-def sample_clips(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The MME-Emotion sample generated once for the module (each test copies it into a cache of its own)."""
-    from emo_tasks.mme_emotion.sample import sample_root
-
-    cache = tmp_path_factory.mktemp("sample_cache")
-    sample_root(cache)
-    return cache / "samples"
-
-
 @pytest.fixture
-def judged_env(tmp_path: Path, sample_clips: Path) -> dict[str, str]:
+def judged_env(tmp_path: Path) -> dict[str, str]:
     reset_engine()
     for cache in ("cache", "cache2"):
-        shutil.copytree(sample_clips, tmp_path / cache / "samples")
+        with_mme_sample(tmp_path / cache)
     yield {"EMO_CACHE_DIR": str(tmp_path / "cache"), "EMO_PROGRESS": "0", "EMO_RENDER_WORKERS": "0"}
     reset_engine()
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import datasets
 import pytest
-from conftest import API_KEY
+from conftest import API_KEY, with_mme_sample
 
 from emo_tasks.common import LastResult, row_target
 from emo_tasks.mme_emotion import hooks
@@ -27,7 +27,7 @@ JUDGE_DEPENDENT = ("rec_s", "rea_s", "cot_s", "rec_s_strict", "avg_step", "n_sco
 
 
 def sample_env(cache: Path, **extra: str) -> dict[str, str]:
-    return {"EMO_CACHE_DIR": str(cache), "EMO_PROGRESS": "0", **extra}
+    return {"EMO_CACHE_DIR": str(with_mme_sample(cache)), "EMO_PROGRESS": "0", **extra}
 
 
 def loopback_env(cache: Path, srv: LoopbackServer, **extra: str) -> dict[str, str]:
