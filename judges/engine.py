@@ -202,6 +202,17 @@ class JudgeEngine:
             self._cache.close()
             self._cache = None
 
+    def _invalid_request(self, req: JudgeRequest, exc: Exception) -> JudgeResult:
+        """The failure of a request that cannot even be keyed (e.g. its media file does not exist)."""
+        return JudgeResult(
+            ok=False,
+            text=None,
+            key="",
+            model=req.model or req.role,
+            error="invalid_request",
+            detail=self.redact(f"{type(exc).__name__}: {exc}")[:_DETAIL_CHARS],
+        )
+
     def redact(self, text: str) -> str:
         key = self.endpoint.api_key
         if key and len(key) >= 4:
@@ -226,14 +237,7 @@ class JudgeEngine:
             except JudgeConfigError:
                 raise
             except Exception as exc:  # e.g. a media file that does not exist: this request fails, loudly counted
-                results[i] = JudgeResult(
-                    ok=False,
-                    text=None,
-                    key="",
-                    model=req.model or req.role,
-                    error="invalid_request",
-                    detail=self.redact(f"{type(exc).__name__}: {exc}")[:_DETAIL_CHARS],
-                )
+                results[i] = self._invalid_request(req, exc)
                 continue
             by_key.setdefault(key, []).append(i)
             first.setdefault(key, req)
@@ -243,17 +247,7 @@ class JudgeEngine:
         hits = cache.get_many(by_key) if cache is not None else {}
         for key, hit in hits.items():
             for n, i in enumerate(by_key[key]):
-                results[i] = JudgeResult(
-                    ok=True,
-                    text=hit.text,
-                    key=key,
-                    model=hit.model,
-                    cached=True,
-                    prompt_tokens=hit.prompt_tokens if n == 0 else 0,
-                    completion_tokens=hit.completion_tokens if n == 0 else 0,
-                    api_model=hit.api_model,
-                    endpoint=hit.endpoint,
-                )
+                results[i] = _cached_result(key, hit) if n == 0 else _shared_copy(_cached_result(key, hit))
         stats.cache_hits = sum(len(by_key[k]) for k in hits)
         misses = [k for k in by_key if k not in hits]
 
@@ -268,10 +262,8 @@ class JudgeEngine:
                 answered = asyncio.run_coroutine_threadsafe(coro, loop).result()
                 for key, res in answered.items():
                     for n, i in enumerate(by_key[key]):
-                        if n == 0:
-                            results[i] = res
-                        else:  # a duplicate inside the batch shares the single call's answer
-                            results[i] = JudgeResult(**{**res.to_dict(), "prompt_tokens": 0, "completion_tokens": 0})
+                        # a duplicate inside the batch shares the single call's answer
+                        results[i] = res if n == 0 else _shared_copy(res)
         finally:
             bar.close()
 
@@ -321,21 +313,7 @@ class JudgeEngine:
         out: list[JudgeResult | None] = []
         for key in keys:
             hit = hits.get(key)
-            out.append(
-                None
-                if hit is None
-                else JudgeResult(
-                    ok=True,
-                    text=hit.text,
-                    key=key,
-                    model=hit.model,
-                    cached=True,
-                    prompt_tokens=hit.prompt_tokens,
-                    completion_tokens=hit.completion_tokens,
-                    api_model=hit.api_model,
-                    endpoint=hit.endpoint,
-                )  # fmt: skip
-            )
+            out.append(None if hit is None else _cached_result(key, hit))
         return out
 
     async def arun(
@@ -472,6 +450,26 @@ class JudgeEngine:
         return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
+def _cached_result(key: str, hit: Any) -> JudgeResult:
+    """A cache hit (`JudgeCache` answer) as a request's result, with the tokens its call once cost."""
+    return JudgeResult(
+        ok=True,
+        text=hit.text,
+        key=key,
+        model=hit.model,
+        cached=True,
+        prompt_tokens=hit.prompt_tokens,
+        completion_tokens=hit.completion_tokens,
+        api_model=hit.api_model,
+        endpoint=hit.endpoint,
+    )
+
+
+def _shared_copy(res: JudgeResult) -> JudgeResult:
+    """`res` for a duplicate request that shared its call (or cache hit): the same answer, no tokens of its own."""
+    return JudgeResult(**{**res.to_dict(), "prompt_tokens": 0, "completion_tokens": 0})
+
+
 async def _wait_for_renders(req: JudgeRequest) -> None:
     """Wait, without holding a concurrency slot, for media of `req` that a render pool is producing now."""
     for future in _pending_renders(req):
@@ -599,19 +597,12 @@ class Lane:
         except JudgeConfigError:
             raise
         except Exception as exc:  # e.g. a media file that does not exist: this request fails, loudly counted
-            return JudgeResult(
-                ok=False,
-                text=None,
-                key="",
-                model=req.model or req.role,
-                error="invalid_request",
-                detail=self.engine.redact(f"{type(exc).__name__}: {exc}")[:_DETAIL_CHARS],
-            )
+            return self.engine._invalid_request(req, exc)
         shared = self._seen.get(key)
         if shared is not None:  # a duplicate shares the first one's answer (and its cache hit), not its tokens
             res, hit = await asyncio.shield(shared)
             self.stats.cache_hits += hit
-            return JudgeResult(**{**res.to_dict(), "prompt_tokens": 0, "completion_tokens": 0})
+            return _shared_copy(res)
         future: asyncio.Future[tuple[JudgeResult, bool]] = asyncio.get_running_loop().create_future()
         self._seen[key] = future
         self.stats.unique_requests += 1
@@ -686,17 +677,7 @@ class Lane:
         engine = self.engine
         hit = await self._lookup(key)
         if hit is not None:
-            return JudgeResult(
-                ok=True,
-                text=hit.text,
-                key=key,
-                model=hit.model,
-                cached=True,
-                prompt_tokens=hit.prompt_tokens,
-                completion_tokens=hit.completion_tokens,
-                api_model=hit.api_model,
-                endpoint=hit.endpoint,
-            ), True
+            return _cached_result(key, hit), True
         if not self._usable:
             engine.endpoint.check_usable()
             self._usable = True

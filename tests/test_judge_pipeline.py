@@ -161,6 +161,8 @@ def test_a_lane_accounts_like_a_batch(make_engine: Any, tmp_path: Path) -> None:
                       "completion_tokens", "api_models"):  # fmt: skip
                 assert getattr(lane_stats, f) == getattr(batch.stats, f), f
             assert sum(r.prompt_tokens for r in laned) == sum(r.prompt_tokens for r in batch.results)
+            # each of the 3 distinct requests' tokens once: duplicates carry none
+            assert sum(r.prompt_tokens for r in laned) == 3 * 7
         assert batch.stats.cache_hits == 6 and lane_stats.calls == 0
     assert asyncio.iscoroutinefunction(lane_engine.lane("x").ask)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -291,6 +291,11 @@ def _record_id(record: Mapping[str, Any]) -> tuple[Any, ...]:
     return (*_record_key(record), int(record["row"]), record["video_id"], record["answer"])
 
 
+def _same_answers(ids: Collection[tuple[Any, ...]], records: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether `records` are exactly the answers `ids` (record ids) name, each once."""
+    return len(ids) == len(records) and set(ids) == {_record_id(r) for r in records}
+
+
 class _Ahead:
     """Judgements made ahead of their task's aggregation by `judge_ahead` (several tasks in one pipeline), each
     taken once by the aggregation of exactly the same records, with that task's per-agent accounting."""
@@ -308,7 +313,7 @@ class _Ahead:
     def has(self, settings: MMESettings, records: Sequence[Mapping[str, Any]]) -> bool:
         with self._lock:
             entry = self._done.get((settings, _record_key(records[0])))
-        return entry is not None and entry[0].keys() == {_record_id(r) for r in records}
+        return entry is not None and _same_answers(entry[0].keys(), records)
 
     def take(
         self, settings: MMESettings, records: Sequence[Mapping[str, Any]]
@@ -319,10 +324,9 @@ class _Ahead:
         if entry is None:
             return None
         by_id, stats = entry
-        ids = [_record_id(r) for r in records]
-        if len(ids) != len(by_id) or set(ids) != by_id.keys():
+        if not _same_answers(by_id.keys(), records):
             return None  # other answers than the ones judged ahead: judge these now
-        return [by_id[i] for i in ids], stats
+        return [by_id[_record_id(r)] for r in records], stats
 
 
 _ahead = _Ahead()
@@ -370,7 +374,7 @@ def _judge_ahead_in_process(records: Sequence[dict[str, Any]]) -> bool:
         return False
     answers = registry.take_answers()
     own = answers.pop(_record_key(records[0]), [])
-    if not answers or {_record_id(r) for r in own} != {_record_id(r) for r in records} or len(own) != len(records):
+    if not answers or not _same_answers([_record_id(r) for r in own], records):
         return False
     return judge_ahead([list(records), *answers.values()]) > 0
 

@@ -167,9 +167,10 @@ def judge_samples(
     """The full pipeline over one task's (or several tasks') records (doc + answer); see `judge_groups`.
 
     `stats`, when given, receives the accounting by agent: "step", "audio" (live clues only), "judge"."""
-    return judge_groups([records], settings, progress=progress, descs=[desc], stats=None if stats is None else [stats])[
-        0
-    ]
+    (judgements,) = judge_groups(
+        [records], settings, progress=progress, descs=[desc], stats=None if stats is None else [stats]
+    )
+    return judgements
 
 
 #: What each agent's progress bar and log line say.
