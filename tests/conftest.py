@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -115,3 +116,15 @@ def make_engine(tmp_path: Path) -> Iterator[Callable[..., JudgeEngine]]:
 
 def env_without_secrets() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in _ENV_VARS}
+
+
+def icc21_reference(x: Any) -> float:
+    """Shrout & Fleiss ICC(2,1) of an n x k ratings array, written out independently of emo_tasks.stats (the
+    reference the agreement and report tests check it against)."""
+    n, k = x.shape
+    grand = x.mean()
+    ss_rows = k * ((x.mean(axis=1) - grand) ** 2).sum()
+    ss_cols = n * ((x.mean(axis=0) - grand) ** 2).sum()
+    ss_err = ((x - grand) ** 2).sum() - ss_rows - ss_cols
+    msr, msc, mse = ss_rows / (n - 1), ss_cols / (k - 1), ss_err / ((n - 1) * (k - 1))
+    return float((msr - mse) / (msr + (k - 1) * mse + k * (msc - mse) / n))

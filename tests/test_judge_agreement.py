@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import env_without_secrets
+from conftest import env_without_secrets, icc21_reference
 
 from emo_tasks import agreement, cli
 
@@ -49,17 +49,6 @@ ALPHA_A = {ER_LAB: 0.5, SA: 0.5}
 ALPHA_B = {ER_LAB: 0.7, SA: None}  # B's SA summary is missing: alpha 0.5
 MODELS_A = {"step": "gpt-4o", "judge": "gpt-4o"}
 MODELS_B = {"step": "Qwen2.5-VL-72B", "judge": "Qwen2.5-VL-72B"}
-
-
-def _icc21(x: np.ndarray) -> float:
-    """Shrout & Fleiss ICC(2,1), written out independently of emo_tasks.stats."""
-    n, k = x.shape
-    grand = x.mean()
-    ss_rows = k * ((x.mean(axis=1) - grand) ** 2).sum()
-    ss_cols = n * ((x.mean(axis=0) - grand) ** 2).sum()
-    ss_err = ((x - grand) ** 2).sum() - ss_rows - ss_cols
-    msr, msc, mse = ss_rows / (n - 1), ss_cols / (k - 1), ss_err / ((n - 1) * (k - 1))
-    return (msr - mse) / (msr + (k - 1) * mse + k * (msc - mse) / n)
 
 
 def _value(r: list[int]) -> float:
@@ -146,7 +135,7 @@ def _check_agreement(got: dict, a: list[float], b: list[float]) -> None:
     assert got["spearman"] == pytest.approx(spearmanr(x, y).statistic)
     labels_a, labels_b = ([f"{v:.9f}" for v in z] for z in (x, y))  # sklearn wants discrete labels
     assert got["cohen_kappa"] == pytest.approx(cohen_kappa_score(labels_a, labels_b))
-    assert got["icc"] == pytest.approx(_icc21(np.column_stack([x, y])))
+    assert got["icc"] == pytest.approx(icc21_reference(np.column_stack([x, y])))
     assert got["mean_offset"] == pytest.approx(np.mean(y - x))
 
 

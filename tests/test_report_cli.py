@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import env_without_secrets
+from conftest import env_without_secrets, icc21_reference
 
 # "Correct" answers every MVEI pair (half are right); the bad run gives no decision at all (give-up -> 0 %).
 GOOD = "Correct. Score: 80. Reason: bright. Answer: anger"
@@ -223,17 +223,6 @@ def _write(path: Path, pairs: list[tuple[str, float]]) -> Path:
     return path
 
 
-def _icc21(x: np.ndarray) -> float:
-    """Shrout & Fleiss ICC(2,1), written out independently of emo_tasks.stats."""
-    n, k = x.shape
-    grand = x.mean()
-    ss_rows = k * ((x.mean(axis=1) - grand) ** 2).sum()
-    ss_cols = n * ((x.mean(axis=0) - grand) ** 2).sum()
-    ss_err = ((x - grand) ** 2).sum() - ss_rows - ss_cols
-    msr, msc, mse = ss_rows / (n - 1), ss_cols / (k - 1), ss_err / ((n - 1) * (k - 1))
-    return (msr - mse) / (msr + (k - 1) * mse + k * (msc - mse) / n)
-
-
 @pytest.mark.slow  # a subprocess: not in the fast tier
 def test_agreement_matches_scipy_and_sklearn(tmp_path: Path) -> None:
     from scipy.stats import spearmanr
@@ -270,7 +259,7 @@ def test_agreement_matches_scipy_and_sklearn(tmp_path: Path) -> None:
     assert doc["n"] == 7 and doc["missing"] == {"only_in_judge": 1, "only_in_human": 2}
     assert doc["spearman"] == pytest.approx(spearmanr(x, y).statistic)
     assert doc["cohen_kappa"] == pytest.approx(cohen_kappa_score(x, y))
-    assert doc["icc"] == pytest.approx(_icc21(np.column_stack([x, y]))) and doc["icc_form"] == "ICC(2,1)"
+    assert doc["icc"] == pytest.approx(icc21_reference(np.column_stack([x, y]))) and doc["icc_form"] == "ICC(2,1)"
     text = emo("agreement", str(jf), str(hf), "--icc-form", "ICC(3,1)", cache=tmp_path / "c")
     assert text.returncode == 0 and "ICC(3,1)" in text.stdout and "1 only in judge file" in text.stdout
 
