@@ -170,6 +170,8 @@ def test_a_lane_accounts_like_a_batch(make_engine: Any, tmp_path: Path) -> None:
 def test_a_configuration_error_mid_pipeline_stops_every_request(make_engine: Any) -> None:
     """A request with no model for its role raises before anything is sent, and the pipeline's other requests are
     cancelled rather than left running on the engine's loop."""
+    import openai  # noqa: F401 - imported now, so the late request would go out well within the wait below
+
     from judges import JudgeConfigError
 
     class Unconfigured(JudgeRequest):
@@ -189,5 +191,5 @@ def test_a_configuration_error_mid_pipeline_stops_every_request(make_engine: Any
 
         with pytest.raises(JudgeConfigError):
             engine.run_pipeline(gather_all([slow_then_ok(), bad()]))
-        time.sleep(0.4)
+        time.sleep(0.8)  # the late request would have been sent after 0.1 s, had it been left running
         assert srv.calls == []
