@@ -193,3 +193,33 @@ def test_a_configuration_error_mid_pipeline_stops_every_request(make_engine: Any
             engine.run_pipeline(gather_all([slow_then_ok(), bad()]))
         time.sleep(0.8)  # the late request would have been sent after 0.1 s, had it been left running
         assert srv.calls == []
+
+
+@pytest.mark.parametrize("all_answers_here", [True, False])
+def test_an_in_process_aggregation_judges_the_other_tasks_only_when_it_holds_every_answer(
+    judged_env: dict[str, str], all_answers_here: bool
+) -> None:
+    """The first aggregation judges the other tasks' kept answers too, but only when this process kept every
+    answer of its own task; in a multi-rank run (rank 0 aggregates answers other ranks recorded) each task is
+    judged in its own aggregation."""
+    from emo_tasks.mme_emotion import hooks
+
+    responder = TaggedJudge()
+    with LoopbackServer(responder=responder, expected_api_key=API_KEY) as srv:
+        env = {**fast_env(srv.base_url), **judged_env}
+        lab, wild = (
+            [hooks.process_results(d, [f"{tag} {task} row {d['row']}: loud. Answer: Anger"])["rec_s"] for d in docs]
+            for task, tag, docs in (
+                ("ER-Lab", "TAG-a", hooks.load_task("mme_emotion/sample/ER-Lab", env)),
+                ("ER-Wild", "TAG-b", hooks.load_task("mme_emotion/sample/ER-Wild", env)),
+            )
+        )
+        hooks.registry.take_answers()  # what process_results kept: keep it again as this "process" saw it
+        for record in (lab if all_answers_here else lab[:1]) + wild:
+            hooks.registry.record_answer(record)
+        hooks.evaluate(lab)
+        tags_sent = {tag for _, tag, _, _ in responder.seen}
+        hooks.evaluate(wild)
+        tags_after = {tag for _, tag, _, _ in responder.seen}
+    assert tags_sent == ({"TAG-a", "TAG-b"} if all_answers_here else {"TAG-a"})
+    assert tags_after == {"TAG-a", "TAG-b"}
