@@ -62,16 +62,9 @@ def _parser() -> argparse.ArgumentParser:
     j.add_argument("--price", action="append", default=[], metavar="MODEL=IN/OUT",
                    help="USD per 1M input/output tokens for the cost estimate (repeatable)")  # fmt: skip
 
-    x = sub.add_parser("export", help="write a run in the benchmark authors' own formats (leaderboard submission)")
-    x.add_argument("run", metavar="RUN_DIR", help="lmms-eval --output_path folder (judged, for mme-official)")
-    x.add_argument("--format", required=True, choices=("mme-official", "mvei-official", "multiemo-table"))
-    x.add_argument("--out", required=True, metavar="DIR", help="folder to write the export into")
-    x.add_argument(
-        "--model-name",
-        dest="model_name",
-        default=None,
-        help="name in the file names and metrics files (default: the model_version/pretrained of the run)",
-    )
+    from .export import add_parser as add_export_parser
+
+    add_export_parser(sub)
 
     r = sub.add_parser("report", help="paper-style tables (with bootstrap CIs) for one or more runs")
     r.add_argument("runs", nargs="+", metavar="RUN_DIR", help="lmms-eval --output_path folders")
@@ -170,9 +163,10 @@ def _emit(text: str, out: str | None) -> None:
 def cmd_judge(args: argparse.Namespace) -> int:
     """The judge stage (emo_tasks/stage.py); its exit code: 0 done, 2 refused, 3 error."""
     from . import stage
+    from .dryrun import parse_prices
 
     try:
-        prices = stage.parse_prices(args.price)
+        prices = parse_prices(args.price)
     except stage.StageError as exc:
         print(f"emo-tasks judge: {exc}", file=sys.stderr)
         return stage.EXIT_ERROR

@@ -857,6 +857,22 @@ EXPORTERS = {
 }
 
 
+def add_parser(sub: Any) -> Any:
+    """The `export` subcommand's arguments (kept beside the exporters they feed)."""
+    x = sub.add_parser("export", help="write a run in the benchmark authors' own formats (leaderboard submission)")
+    x.add_argument("run", metavar="RUN_DIR", help="lmms-eval --output_path folder (judged, for mme-official)")
+    x.add_argument("--format", required=True, choices=("mme-official", "mvei-official", "multiemo-table"))
+    x.add_argument("--out", required=True, metavar="DIR", help="folder to write the export into")
+    x.add_argument(
+        "--model-name",
+        dest="model_name",
+        default=None,
+        help="name in the file names and metrics files (default: the model_version/pretrained of the run)",
+    )
+
+    return x
+
+
 def main_export(args: Any) -> int:
     """`emo-tasks export RUN_DIR --format F --out DIR [--model-name NAME]`: 0 on success, 3 with a message on
     stderr when the export cannot be made.  `args`: run, format, out, model_name."""
