@@ -8,7 +8,9 @@ Four real `lmms-eval` CLI runs over `mme_emotion_sample,mvei_sample,multiemo_sam
   2. `--model dummy` with a loopback judge (guarded protocol) that gives a wrong rating count for some rows;
   3. `--model openai` on the loopback server, answers differing per document and per repeat, judged with the
      official protocol (any rating count accepted) and EMO_MME_ALPHA=0.3;
-  4. like 2, with EMO_JUDGE=offline.
+  4. like 2, with EMO_JUDGE=offline;
+  5. through the judge stage: `--model dummy --predict_only --log_samples`, then `emo-tasks judge` with the
+     loopback judge of 2 (what the stage wrote: its results.json and the report over the run folder).
 What is kept: every value in lmms-eval's results.json (`results`), and `emo-tasks report --format json`'s
 per-metric value, CI and n (the CIs are computed from the per-sample values, so they pin those too).
 Floats are compared exactly (repr), so "bit for bit" means bit for bit.
@@ -55,6 +57,27 @@ def _run(out: Path, env: dict[str, str], model: str, model_args: str) -> dict[st
     return {"results": results, "report": board}
 
 
+def _stage(out: Path, env: dict[str, str], model_args: str) -> dict[str, Any]:
+    """A predict-only run, then `emo-tasks judge` over it: the stage's results and the report of the run folder."""
+    cmd = [sys.executable, "-m", "lmms_eval", "--model", "dummy", "--model_args", model_args, "--tasks", TASKS,
+           "--batch_size", "1", "--output_path", str(out), "--log_samples", "--predict_only"]  # fmt: skip
+    subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200, cwd=out.parent)
+    judge = subprocess.run([sys.executable, "-m", "emo_tasks", "judge", str(out)], env=env, capture_output=True,
+                           text=True, timeout=1200)  # fmt: skip
+    files = sorted((out / "judged").rglob("*_results.json"))
+    if judge.returncode != 0 or not files:
+        raise SystemExit(f"emo-tasks judge failed:\n{judge.stdout[-2000:]}\n{judge.stderr[-4000:]}")
+    results = json.loads(files[-1].read_text())["results"]
+    report = subprocess.run(
+        [sys.executable, "-m", "emo_tasks", "report", str(out), "--format", "json", "--out", str(out / "lb.json")],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if report.returncode != 0:
+        raise SystemExit(f"emo-tasks report failed:\n{report.stdout}\n{report.stderr}")
+    board = json.loads((out / "lb.json").read_text())["runs"][0]["metrics"]
+    return {"results": results, "report": board}
+
+
 def snapshot(work: Path) -> dict[str, Any]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "EMO_", "AZURE_", "API_"))}
     base.update(HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", EMO_CACHE_DIR=str(work / "cache"), EMO_PROGRESS="0",
@@ -66,6 +89,7 @@ def snapshot(work: Path) -> dict[str, Any]:
         env = {**base, "OPENAI_BASE_URL": srv.base_url, "OPENAI_API_KEY": KEY}
         snap["dummy_judge_guarded"] = _run(work / "b", env, "dummy", dummy_args)
         snap["dummy_forced_offline"] = _run(work / "d", {**env, "EMO_JUDGE": "offline"}, "dummy", dummy_args)
+        snap["dummy_stage_guarded"] = _stage(work / "e", {**env, "EMO_CACHE_DIR": str(work / "cache3")}, dummy_args)
     with LoopbackServer(responder=Model(wrong_count_every=5), expected_api_key=KEY) as srv:
         env = {**base, "OPENAI_BASE_URL": srv.base_url, "OPENAI_API_KEY": KEY, "EMO_MME_JUDGE_PROTOCOL": "official",
                "EMO_MME_ALPHA": "0.3", "EMO_CACHE_DIR": str(work / "cache2")}  # fmt: skip
