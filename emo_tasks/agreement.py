@@ -7,6 +7,11 @@ compare the two MME-Emotion per-sample judge logs:
   `emo_tasks.mme_emotion.results.judge_logs` finds them) and the `_summary.json` beside it (alpha, judge models).
   A path may hold several judged results (`RUN/emo_tasks_judge/`, `RUN/judged/<slug>/emo_tasks_judge/`, ...):
   the newest one (newest log stamp) is used and the choice is printed on stderr;
+- judge setup: each side's setup (judge models per role, protocol, alpha, audio clues, endpoint, judge mode) is
+  read from its summaries, never from a folder name, and printed with the logs.  When the logs of one side record
+  different setups (one folder holding several judges' logs, newest per task), the comparison would mix judges:
+  it is refused (exit 2; pass one `RUN/judged/<one>` per side).  A field a summary does not record is unknown, not
+  a difference.  When A and B record the same setup, stderr warns that only nondeterminism is measured;
 - pairing: samples by (task, row) that are `scored` in both runs and show the same video and answer; samples
   judged in only one run, not scored in one (judge_failed / offline), or with different answers are counted and
   left out;
@@ -14,15 +19,17 @@ compare the two MME-Emotion per-sample judge logs:
   pairs whose two judges rated the same number of steps (the others are counted in `n_count_mismatch`);
 - (b) `last_step`: the same on the last rating (recognition) of every pair;
 - (c) `scores`: Rec-S, Rea-S, CoT-S (x100, alpha from each run's summary, default 0.5) of each judge over the
-  pairs, and the seeded paired bootstrap (`emo_tasks.stats.paired_bootstrap`) of B - A.
+  pairs, and the seeded paired bootstrap (`emo_tasks.stats.paired_bootstrap`) of B - A.  From fewer than 2 pairs
+  there is no interval to estimate (one pair would give a zero-width CI and a tiny p): CI and p are null / `n/a`
+  with a note.
 
 (a) and (b) report n, Spearman's rho, Cohen's kappa (each distinct value, rounded to 9 decimals, is a category),
 the ICC (default ICC(2,1): absolute agreement, so a harsher judge disagrees) and the mean offset B - A.  A measure
-that is undefined (constant ratings, fewer than two values) is null with a note; it never stops the report.
+that is undefined (constant ratings, fewer than two pairs) is null with a note; it never stops the report.
 
-Exit codes: 0 ok; 2 the runs share no sample scored in both, or both paths resolve to the same judged result (the
-reason is printed); 3 unreadable input (a path that is missing or holds no judge log, a malformed log line or
-summary).
+Exit codes (one line on stderr each): 0 ok; 2 the runs share no sample scored in both, both paths resolve to the
+same judged result, or one side's logs record more than one judge setup (the reason is printed); 3 unreadable input
+(a path that is missing or holds no judge log, a malformed log line - named by file and line number - or summary).
 
 JSON (`--format json`), schema `emo-tasks/judge-agreement/1`::
 
@@ -32,7 +39,8 @@ JSON (`--format json`), schema `emo-tasks/judge-agreement/1`::
       "runs": {"a": Run, "b": Run},
       "tasks": [Block, ...],          # one per task judged in either run, in the paper's order
       "overall": Block,               # every task's pairs pooled (task = "overall")
-      "notes": [str, ...]             # run-level remarks (different alpha or protocol, same judge model, ...)
+      "notes": [str, ...],            # run-level remarks (different alpha or protocol, same judge model, ...)
+      "same_setup": bool              # A and B record the same judge setup: only nondeterminism is measured
     }
     Run = {
       "path": str,                    # as given
@@ -41,7 +49,16 @@ JSON (`--format json`), schema `emo-tasks/judge-agreement/1`::
       "logs": {task: str},            # the judge log used per task
       "judge_models": {task: {role: model} | null},
       "alpha": {task: float},         # from the summary; 0.5 when it has none
-      "judge_protocol": {task: str | null}
+      "judge_protocol": {task: str | null},
+      "summaries": {task: str | null},  # the _summary.json read per task (null: none beside the log)
+      "setup": Setup                  # the judge setup those summaries record
+    }
+    Setup = {                         # per field: the value every summary recording it agrees on; null: none does
+      "judge_models": {role: model} | null, "judge_protocol": str | null, "alpha": float | null,
+      "audio_clues": str | null, "judge_endpoint": str | null,   # "host[:port]"
+      "judge_mode": str | null,       # api | offline | defer
+      "api_models": {role: [model id the API reported, ...]} | null,
+      "differs": [field, ...]         # fields the summaries disagree on (their value is null); `agreement` refuses
     }
     Block = {
       "task": str, "title": str,      # "mme_emotion_er_lab", "ER-Lab" ("[sample]" for the sample tasks)
@@ -57,7 +74,8 @@ JSON (`--format json`), schema `emo-tasks/judge-agreement/1`::
     Agreement = {"n": int, "spearman": float | null, "cohen_kappa": float | null, "icc": float | null,
                  "mean_offset": float | null, "notes": [str, ...]}    # n: rating pairs; offset = mean(B - A)
     Score = {"n": int, "a": float | null, "b": float | null, "delta": float | null,   # delta = b - a
-             "ci_low": float | null, "ci_high": float | null, "p_value": float | null}
+             "ci_low": float | null, "ci_high": float | null, "p_value": float | null,  # null from n < 2
+             "notes": [str, ...]}     # why CI and p are null
 
 Files in, files out: no network.
 """
@@ -84,6 +102,17 @@ LEVEL = 0.95
 _SCORES = ("rec_s", "rea_s", "cot_s")
 _SCORE_TITLES = {"rec_s": "Rec-S", "rea_s": "Rea-S", "cot_s": "CoT-S"}
 _LOG_SUFFIX = "_judge.jsonl"
+# what makes two judge logs "the same judge": a difference in any of these mixes judges (see `setup_values`)
+SETUP_FIELDS = ("judge_models", "judge_protocol", "alpha", "audio_clues", "judge_endpoint", "judge_mode")
+_FIELD_TITLES = {
+    "judge_models": "judge models",
+    "judge_protocol": "protocol",
+    "alpha": "alpha",
+    "audio_clues": "audio clues",
+    "judge_endpoint": "endpoint",
+    "judge_mode": "judge mode",
+}
+MIN_PAIRS = 2  # fewer pairs: no correlation, kappa, ICC, bootstrap CI or p-value
 
 Key = tuple[str, int]  # (leaf task, row)
 
@@ -100,7 +129,8 @@ class JudgedRun:
     folder: Path
     candidates: list[Path]
     logs: dict[str, Path] = field(default_factory=dict)  # leaf task -> log
-    summaries: dict[str, dict[str, Any]] = field(default_factory=dict)
+    summaries: dict[str, dict[str, Any]] = field(default_factory=dict)  # {} when the log has no summary
+    summary_files: dict[str, Path | None] = field(default_factory=dict)
     alpha: dict[str, float] = field(default_factory=dict)
     rows: dict[Key, dict[str, Any]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -140,8 +170,10 @@ def find_results(path: Path) -> list[Path]:
 
 
 def _read_log(log: Path) -> list[tuple[int, dict[str, Any]]]:
+    """The JSON objects of a judge log with their line numbers.  Split on newlines only: the logs are written with
+    ensure_ascii=False, so an answer may hold U+2028 or U+0085, which str.splitlines would treat as line breaks."""
     try:
-        lines = log.read_text(encoding="utf-8").splitlines()
+        lines = log.read_text(encoding="utf-8").split("\n")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{log}: {exc}") from exc
     out = []
@@ -175,12 +207,20 @@ def _check_row(log: Path, line: int, row: dict[str, Any]) -> None:
             or not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in r)
         ):
             raise InputError(f"{where}: each rating must be [numerator, denominator], got {r!r}")
-    if not isinstance(row.get("recognition"), int | float):
-        raise InputError(f"{where}: a scored sample needs a numeric 'recognition'")
+    for key, optional in (("recognition", False), ("reasoning", True)):
+        v = row.get(key)
+        if optional and v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise InputError(f"{where}: a scored sample needs a finite numeric {key!r}, got {v!r}")
+
+
+def _summary_file(log: Path) -> Path:
+    return log.with_name(log.name[: -len(_LOG_SUFFIX)] + "_summary.json")
 
 
 def _read_summary(log: Path) -> dict[str, Any] | None:
-    summary_file = log.with_name(log.name[: -len(_LOG_SUFFIX)] + "_summary.json")
+    summary_file = _summary_file(log)
     if not summary_file.exists():
         return None
     try:
@@ -205,13 +245,14 @@ def load_run(path: str | Path) -> JudgedRun:
     run.logs = {t: log for t, log in sorted(judge_logs(run.folder).items(), key=lambda kv: _task_order(kv[0]))}
     for task, log in run.logs.items():
         summary = _read_summary(log)
+        run.summary_files[task] = None if summary is None else _summary_file(log)
         if summary is None:
-            run.notes.append(f"{task}: no {log.name[: -len(_LOG_SUFFIX)]}_summary.json; alpha {DEFAULT_ALPHA}")
+            run.notes.append(f"{task}: no {_summary_file(log).name}; alpha {DEFAULT_ALPHA}")
             summary = {}
         alpha = summary.get("alpha", DEFAULT_ALPHA)
         alpha = DEFAULT_ALPHA if alpha is None else alpha
         if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0.0 <= alpha <= 1.0:
-            raise InputError(f"{log.name[: -len(_LOG_SUFFIX)]}_summary.json: alpha must be in [0, 1], got {alpha!r}")
+            raise InputError(f"{_summary_file(log)}: alpha must be in [0, 1], got {alpha!r}")
         run.summaries[task], run.alpha[task] = summary, float(alpha)
         base = task.replace("mme_emotion_sample_", "mme_emotion_", 1)
         for line, row in _read_log(log):
@@ -231,6 +272,106 @@ def load_run(path: str | Path) -> JudgedRun:
 
 def _task_order(task: str) -> tuple[int, str]:
     return (TASKS.index(task) if task in TASKS else len(TASKS), task)
+
+
+# ------------------------------------------------------------------------------------------------ judge setup
+def _recorded(summary: Mapping[str, Any], name: str) -> Any:
+    """A setup field as a summary records it; None (absent, null, empty) means "not recorded", never a value."""
+    value = summary.get(name)
+    if name == "alpha" and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)  # 1 and 1.0 are one alpha
+    return None if value in (None, "", {}, []) else value
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def setup_values(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, tuple[Any, list[str]]]]:
+    """Per setup field, every distinct recorded value -> (value, the tasks whose summary records it).  A summary
+    that does not record a field (an older summary, no summary at all) adds nothing: unknown is not different."""
+    out: dict[str, dict[str, tuple[Any, list[str]]]] = {name: {} for name in SETUP_FIELDS}
+    for task, summary in summaries.items():
+        for name in SETUP_FIELDS:
+            value = _recorded(summary, name)
+            if value is not None:
+                out[name].setdefault(_canonical(value), (value, []))[1].append(task)
+    return out
+
+
+def _api_models(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]] | None:
+    """{role: [model id the API reported, ...]} over every summary (their `api_models` counts answers per id)."""
+    roles: dict[str, set[str]] = {}
+    for summary in summaries.values():
+        api = summary.get("api_models")
+        if not isinstance(api, dict):
+            continue
+        for role, ids in api.items():
+            if isinstance(ids, dict | list):
+                roles.setdefault(str(role), set()).update(str(i) for i in ids)
+    return {role: sorted(ids) for role, ids in sorted(roles.items())} or None
+
+
+def judge_setup(run: JudgedRun) -> dict[str, Any]:
+    """The judge setup a run's summaries record (the `Setup` of the module docstring): read from the summaries,
+    not the folder name, so two judges can be told apart whatever their folders are called."""
+    values = setup_values(run.summaries)
+    setup: dict[str, Any] = {}
+    for name in SETUP_FIELDS:
+        found = list(values[name].values())
+        setup[name] = found[0][0] if len(found) == 1 else None
+    setup["api_models"] = _api_models(run.summaries)
+    setup["differs"] = [name for name in SETUP_FIELDS if len(values[name]) > 1]
+    return setup
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "not recorded"
+    if isinstance(value, dict):
+        return ", ".join(f"{role} {model}" for role, model in value.items())
+    return str(value)
+
+
+def mixed_setup_reason(run: JudgedRun) -> str | None:
+    """Why one side's logs are not one judge (None when they are): the differing fields, each value with the
+    tasks that record it.  Comparing such a side with another would mix judges task by task."""
+    values = setup_values(run.summaries)
+    parts = []
+    for name in SETUP_FIELDS:
+        if len(values[name]) > 1:
+            shown = " vs ".join(
+                f"{_show(v)} ({', '.join(_title(t) for t in sorted(tasks, key=_task_order))})"
+                for v, tasks in values[name].values()
+            )
+            parts.append(f"{_FIELD_TITLES[name]} {shown}")
+    if not parts:
+        return None
+    return f"the judge logs read from {run.folder} come from more than one judge setup: " + "; ".join(parts)
+
+
+def same_setup(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """True when two `Setup`s are the same judge: judge models recorded and equal on both sides, and every other
+    field that both record equal.  Comparing such runs measures only the judge's nondeterminism."""
+    if a["differs"] or b["differs"] or a["judge_models"] is None or b["judge_models"] is None:
+        return False
+    return all(
+        _canonical(a[name]) == _canonical(b[name])
+        for name in SETUP_FIELDS
+        if a[name] is not None and b[name] is not None
+    )
+
+
+def describe_setup(setup: Mapping[str, Any]) -> str:
+    """One line naming a `Setup`: every field, "not recorded" or "differs by task" where there is no one value."""
+    parts = []
+    for name in SETUP_FIELDS:
+        value = "differs by task" if name in setup["differs"] else _show(setup[name])
+        parts.append(f"{_FIELD_TITLES[name]}: {value}")
+    if setup.get("api_models"):
+        reported = "; ".join(f"{role} {', '.join(ids)}" for role, ids in setup["api_models"].items())
+        parts.append(f"API reported: {reported}")
+    return "; ".join(parts)
 
 
 # -------------------------------------------------------------------------------------------------- statistics
@@ -254,6 +395,9 @@ def rating_agreement(a: Sequence[float], b: Sequence[float], icc_form: str = "IC
         return out
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     out["mean_offset"] = float(np.mean(y - x))
+    if len(a) < MIN_PAIRS:  # one pair: kappa would read 0 (or 1) from a single coin toss
+        out["notes"].append(f"spearman, cohen_kappa and icc undefined: fewer than {MIN_PAIRS} rating pairs")
+        return out
     measures: dict[str, Callable[[], float]] = {
         "spearman": lambda: stats.spearman(x, y),
         "cohen_kappa": lambda: stats.cohen_kappa(np.round(x, 9).tolist(), np.round(y, 9).tolist()),
@@ -268,19 +412,24 @@ def rating_agreement(a: Sequence[float], b: Sequence[float], icc_form: str = "IC
 
 
 def score_difference(a: Sequence[float], b: Sequence[float], resamples: int, seed: int) -> dict[str, Any]:
-    """Means of A and B and the seeded paired bootstrap of B - A (all null without pairs)."""
+    """Means of A and B and the seeded paired bootstrap of B - A.  All null without pairs; CI and p null from one
+    pair, which the bootstrap would turn into a zero-width CI and a p that looks significant."""
     if not a:
-        return {"n": 0, **dict.fromkeys(("a", "b", "delta", "ci_low", "ci_high", "p_value"))}
-    r = stats.paired_bootstrap(a, b, n_resamples=resamples, level=LEVEL, seed=seed)
-    return {
-        "n": r.n,
+        return {"n": 0, **dict.fromkeys(("a", "b", "delta", "ci_low", "ci_high", "p_value")), "notes": ["no pairs"]}
+    out: dict[str, Any] = {
+        "n": len(a),
         "a": float(np.mean(a)),
         "b": float(np.mean(b)),
-        "delta": r.delta,
-        "ci_low": r.low,
-        "ci_high": r.high,
-        "p_value": r.p_value,
+        "delta": float(np.mean(b) - np.mean(a)),
+        **dict.fromkeys(("ci_low", "ci_high", "p_value")),
+        "notes": [],
     }
+    if len(a) < MIN_PAIRS:
+        out["notes"].append(f"no CI or p-value: fewer than {MIN_PAIRS} paired samples")
+        return out
+    r = stats.paired_bootstrap(a, b, n_resamples=resamples, level=LEVEL, seed=seed)
+    out.update(n=r.n, delta=r.delta, ci_low=r.low, ci_high=r.high, p_value=r.p_value)
+    return out
 
 
 @dataclass
@@ -378,6 +527,8 @@ def _run_doc(run: JudgedRun) -> dict[str, Any]:
         "judge_models": {t: s.get("judge_models") for t, s in run.summaries.items()},
         "alpha": dict(run.alpha),
         "judge_protocol": {t: s.get("judge_protocol") for t, s in run.summaries.items()},
+        "summaries": {t: None if f is None else str(f) for t, f in run.summary_files.items()},
+        "setup": judge_setup(run),
     }
 
 
@@ -414,16 +565,18 @@ def compare_runs(
         pool = _pool(task, a, b)
         overall.extend(pool)
         blocks.append(_block(task, _title(task), pool, icc_form, resamples, seed))
+    runs = {"a": _run_doc(a), "b": _run_doc(b)}
     return {
         "schema": SCHEMA,
         "icc_form": icc_form,
         "resamples": resamples,
         "seed": seed,
         "level": LEVEL,
-        "runs": {"a": _run_doc(a), "b": _run_doc(b)},
+        "runs": runs,
         "tasks": blocks,
         "overall": _block("overall", "Overall", overall, icc_form, resamples, seed),
         "notes": _run_notes(a, b),
+        "same_setup": same_setup(runs["a"]["setup"], runs["b"]["setup"]),
     }
 
 
@@ -489,7 +642,13 @@ def render_text(doc: Mapping[str, Any]) -> str:
         run = doc["runs"][side]
         st = doc["overall"]["status"][side]
         counts = ", ".join(f"{k} {v}" for k, v in st.items()) or "no rows"
-        out.append(f"{side.upper()}: {run['results_dir']}  (judge models: {_models(run)}; samples: {counts})")
+        out.append(f"{side.upper()}: {run['results_dir']}  (samples: {counts})")
+        setup = describe_setup(run["setup"])
+        if "judge_models" in run["setup"]["differs"]:
+            setup = f"{setup} (judge models by task: {_models(run)})"
+        out.append(f"   judge setup: {setup}")
+    if doc.get("same_setup"):
+        out.append("   A and B record the same judge setup: the differences below are the judge's nondeterminism")
     out.append("")
     out.append(f"Rating agreement, B vs A (step values num/den; offset = mean B - A; {form})")
     header = ["task", "pairs", "count-mismatch", "steps n", "rho", "kappa", "ICC", "offset"]
@@ -539,6 +698,8 @@ def render_text(doc: Mapping[str, Any]) -> str:
             notes.append(f"{blk['title']}: left out: " + ", ".join(p for p in left if p))
         for part, name in (("steps", "steps"), ("last_step", "last step")):
             notes += [f"{blk['title']} {name}: {n}" for n in blk[part]["notes"] if blk[part]["n"]]
+        score_notes = [n for m in _SCORES if blk["scores"][m]["n"] for n in blk["scores"][m].get("notes", [])]
+        notes += [f"{blk['title']} scores: {n}" for n in dict.fromkeys(score_notes)]
     if notes:
         out += ["", "Notes:"] + [f"  - {n}" for n in notes]
     out += ["", "Judge logs used:"]
@@ -559,9 +720,14 @@ def run_cli(
     out: Any = None,
     err: Any = None,
 ) -> int:
-    """`emo-tasks agreement RUN_A RUN_B`: print the report; exit 0, 2 (no shared scored sample) or 3 (unreadable)."""
+    """`emo-tasks agreement RUN_A RUN_B`: print the report; exit 0, 2 (no shared scored sample, the same result
+    twice, a side mixing judge setups) or 3 (unreadable input), each refusal or error one line on stderr."""
     out = out or sys.stdout
     err = err or sys.stderr
+
+    def say(message: str) -> None:  # one line, whatever a path or an exception message holds
+        print("emo-tasks agreement: " + message.replace("\r", "\\r").replace("\n", "\\n"), file=err)
+
     try:
         if resamples < 1:
             raise InputError(f"--resamples must be at least 1, got {resamples}")
@@ -575,27 +741,34 @@ def run_cli(
             )
         runs = [load_run(path_a), load_run(path_b)]
     except InputError as exc:
-        print(f"emo-tasks agreement: {exc}", file=err)
+        say(f"error: {exc}")
         return 3
     if runs[0].folder.resolve() == runs[1].folder.resolve():
-        print(
-            f"emo-tasks agreement: A and B are the same judged result, {runs[0].folder}; nothing to compare "
-            "(pass the two judges' folders, e.g. RUN/judged/<A> RUN/judged/<B>)",
-            file=err,
+        say(
+            f"A and B are the same judged result, {runs[0].folder}; nothing to compare "
+            "(pass the two judges' folders, e.g. RUN/judged/<A> RUN/judged/<B>)"
         )
         return 2
     for side, run in zip("AB", runs, strict=True):
         if len(run.candidates) > 1:
             others = ", ".join(str(c) for c in run.candidates[1:])
-            print(
-                f"emo-tasks agreement: {side}: {len(run.candidates)} judged results under {run.path}; using the "
-                f"newest, {run.folder} (not: {others})",
-                file=err,
-            )
+            say(f"{side}: {len(run.candidates)} judged results under {run.path}; using the newest, {run.folder} "
+                f"(not: {others})")  # fmt: skip
+    for side, run in zip("AB", runs, strict=True):
+        mixed = mixed_setup_reason(run)
+        if mixed:
+            say(f"{side}: {mixed}; pass one judged folder per side (RUN/judged/<one>), not one holding several "
+                "judges' logs")  # fmt: skip
+            return 2
     doc = compare_runs(*runs, icc_form=icc_form, resamples=resamples, seed=seed)
+    if doc["same_setup"]:
+        say(
+            f"warning: A and B record the same judge setup ({describe_setup(doc['runs']['a']['setup'])}): the "
+            "comparison measures nothing but that judge's nondeterminism"
+        )
     reason = no_overlap_reason(doc)
     if reason:
-        print(f"emo-tasks agreement: the runs share no sample scored in both: {reason}", file=err)
+        say(f"the runs share no sample scored in both: {reason}")
         return 2
     if fmt == "json":
         out.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
