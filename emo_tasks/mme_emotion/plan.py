@@ -20,6 +20,19 @@ from .judge import audio_request, judge_request, step_request
 from .parsers import parse_steps
 from .settings import MMESettings
 
+# What one answer of each agent typically costs in completion tokens (o200k_base), for the dry run's cost when no
+# max_tokens bound and no cached answer says better (`emo_tasks.dryrun` prefers either).  Estimates, not
+# measurements; `tests/test_dry_run_cost.py` re-derives the first two from protocol.yml.
+#: step agent: the protocol's own worked example result (protocol.yml `step_template`, Example 1: five concise
+#: steps in `<step>` tags), 120 tokens; the paper's models average 4.4-5.1 steps (Table 2), so five is typical.
+STEP_ANSWER_TOKENS = 120
+#: judge: the protocol's output format at five steps, `<score>Step 1: 1/1, ..., Step 5: 1/1</score>`, 50 tokens
+#: (the guarded prompt asks for exactly one rating per step and nothing else).
+JUDGE_ANSWER_TOKENS = 50
+#: live audio agent: the mean length of the released Qwen2-Audio clues the paper ships (all 6,500 rows of the
+#: eight `audio_clue/*_qwen2_audio_clues.json` files: mean 114, median 82 tokens).
+AUDIO_ANSWER_TOKENS = 114
+
 
 @dataclass(frozen=True)
 class FramePlan:
@@ -149,9 +162,10 @@ def _agent(
     hits: Sequence[JudgeResult | None],
     tokens: Sequence[int],
     keys: Sequence[str | None],
+    typical_output: int,
 ) -> dict[str, Any]:
     """One agent's line of the plan.  `keys[i]` None: an estimated request (its prompt is not known yet), counted
-    as one request to send."""
+    as one request to send.  `typical_output`: the agent's typical answer length (`*_ANSWER_TOKENS`)."""
     seen: set[str] = set()
     to_send = cached = input_total = cached_output = estimated = 0
     for hit, n, key in zip(hits, tokens, keys, strict=True):
@@ -184,6 +198,7 @@ def _agent(
         "max_tokens": max_tokens,
         "output_tokens_max": None if max_tokens is None else to_send * max_tokens,
         "output_tokens_cached": cached_output,
+        "output_tokens_typical": typical_output,
     }
 
 
@@ -207,7 +222,9 @@ def plan(items: Sequence[dict[str, Any]], settings: MMESettings, engine: JudgeEn
       video stream's header, the frame count as the sampler picks them; audio is not counted).
     - `max_tokens`: the agent's per-request cap, None when unbounded; `output_tokens_max`: `to_send` x
       `max_tokens`, None when unbounded (say "unbounded"); `output_tokens_cached`: the completion tokens the
-      cached answers really took (once per distinct request).
+      cached answers really took (once per distinct request); `output_tokens_typical`: the agent's typical answer
+      length per request (`STEP_ANSWER_TOKENS`, `AUDIO_ANSWER_TOKENS`, `JUDGE_ANSWER_TOKENS`), an estimate for
+      the cost when neither a bound nor a cached answer is known.
     """
     from emo_tasks.tokens import count_tokens
 
@@ -217,14 +234,17 @@ def plan(items: Sequence[dict[str, Any]], settings: MMESettings, engine: JudgeEn
     step_reqs = [step_request(r, settings) for r in items]
     step_hits = engine.lookup(step_reqs)
     step_keys = [r.cache_key() for r in step_reqs]
-    agents.append(_agent("step", settings.model("step"), step_reqs, step_hits, input_tokens(step_reqs), step_keys))
+    tokens = input_tokens(step_reqs)
+    agents.append(_agent("step", settings.model("step"), step_reqs, step_hits, tokens, step_keys, STEP_ANSWER_TOKENS))
 
     clues: list[str | None] = [r.get("audio_clue") or "" for r in items]
     if settings.audio_clues == "live":
         audio_reqs = [audio_request(r, settings) for r in items]
         audio_hits = engine.lookup(audio_reqs)
         keys = [r.cache_key() for r in audio_reqs]
-        agents.append(_agent("audio", settings.model("audio"), audio_reqs, audio_hits, input_tokens(audio_reqs), keys))
+        tokens = input_tokens(audio_reqs)
+        model = settings.model("audio")
+        agents.append(_agent("audio", model, audio_reqs, audio_hits, tokens, keys, AUDIO_ANSWER_TOKENS))
         clues = [h.text if h is not None else None for h in audio_hits]
 
     step_max = step_reqs[0].max_tokens if step_reqs else None
@@ -249,5 +269,6 @@ def plan(items: Sequence[dict[str, Any]], settings: MMESettings, engine: JudgeEn
     judge_hits = [next(exact_hits) if e else None for e in exact]
     judge_keys = [r.cache_key() if e else None for r, e in zip(judge_reqs, exact, strict=True)]
     tokens = input_tokens(judge_reqs, extra)
-    agents.append(_agent("judge", settings.model("judge"), judge_reqs, judge_hits, tokens, judge_keys))
+    model = settings.model("judge")
+    agents.append(_agent("judge", model, judge_reqs, judge_hits, tokens, judge_keys, JUDGE_ANSWER_TOKENS))
     return agents
