@@ -1,9 +1,11 @@
 """`emo-tasks`: judge / report / compare / agreement over lmms-eval output folders.
 
-    emo-tasks judge RUN_DIR [--tasks T,...] [--out DIR] [--judge-model M] [--step-model S] [--audio-model A]
-                    [--multiemo-judge] [--dry-run [--price MODEL=IN/OUT ...]]
+    emo-tasks judge RUN_DIR [--run NAME_OR_PATH] [--tasks T,...] [--out DIR] [--partial] [--max-failure-share 0.1]
+                    [--judge-model M] [--step-model S] [--audio-model A] [--multiemo-judge]
+                    [--dry-run [--price MODEL=IN/OUT ...]]
     emo-tasks export RUN_DIR --format mme-official|mvei-official|multiemo-table --out DIR [--model-name NAME]
-    emo-tasks report RUN_DIR... [--format md|csv|json] [--out FILE] [--plot FILE.png] [--resamples N] [--seed S]
+    emo-tasks report RUN_DIR... [--run NAME_OR_PATH] [--format md|csv|json] [--out FILE] [--plot FILE.png]
+                     [--resamples N] [--seed S]
     emo-tasks compare BASE_RUN NEW_RUN [--metric M ...] [--max-drop X] [--alpha 0.05] [--force]
                       [--base-run NAME_OR_PATH] [--new-run NAME_OR_PATH]
                       [--max-failure-share 0.1] [--min-coverage 0.9]
@@ -48,12 +50,24 @@ def _parser() -> argparse.ArgumentParser:
         "judge; MVEI's majority and metrics; MultiEmo's scoring) over a finished run's saved answers, with the same "
         "settings and cache as an in-process run. Answers are mapped back to their rows and checked first: a run "
         "whose data, prompts or task versions differ from what is installed now is refused (exit 2). Results go to "
-        "RUN_DIR/judged/<judge models>/ (one folder per judge) in the layout `emo-tasks report` reads. "
-        "Exit codes: 0 done, 2 refused, 3 error.",
+        "RUN_DIR/judged/<judge models>-<setup hash>/ (one folder per judge setup) in the layout `emo-tasks report` "
+        "reads. Every saved row must be there exactly once, with its target and prompt (--partial accepts missing "
+        "rows). Exit codes: 0 done; 2 refused (several runs in the folder and no --run, answers that do not "
+        "belong to the run's rows, duplicated or missing rows); 3 error (no run, bad setting, unusable --out, a "
+        "crash); 4 judged and written, but more than --max-failure-share of the judgements failed (run it again: "
+        "only the failures are resent).",
     )
     j.add_argument("run", metavar="RUN_DIR", help="the lmms-eval --output_path folder")
     j.add_argument("--tasks", help="comma-separated tasks or groups of the run (default: all of ours)")
-    j.add_argument("--out", help="where to write (default RUN_DIR/judged/<judge models>)")
+    j.add_argument("--out", help="where to write (default RUN_DIR/judged/<judge models>-<setup hash>)")
+    j.add_argument("--run", dest="pick", metavar="NAME_OR_PATH",
+                   help="the lmms-eval results file to judge when RUN_DIR holds several (a path, or a part of its "
+                   "path below RUN_DIR such as a date stamp)")  # fmt: skip
+    j.add_argument("--partial", action="store_true",
+                   help="judge the saved rows even when some of the rows the run answered are missing (the results "
+                   "record which); duplicates are still refused")  # fmt: skip
+    j.add_argument("--max-failure-share", type=float, default=None, metavar="SHARE",
+                   help="exit 4 when more than this share of judgements failed (default 0.1, as compare)")  # fmt: skip
     j.add_argument("--judge-model", help="multimodal judge model (default EMO_JUDGE_MODEL or the paper's)")
     j.add_argument("--step-model", help="step agent model (default EMO_STEP_MODEL or the paper's)")
     j.add_argument("--audio-model", help="audio agent model for live clues (default EMO_AUDIO_MODEL)")
@@ -67,7 +81,10 @@ def _parser() -> argparse.ArgumentParser:
     add_export_parser(sub)
 
     r = sub.add_parser("report", help="paper-style tables (with bootstrap CIs) for one or more runs")
-    r.add_argument("runs", nargs="+", metavar="RUN_DIR", help="lmms-eval --output_path folders")
+    r.add_argument("runs", nargs="+", metavar="RUN_DIR", help="lmms-eval --output_path folders (or results files)")
+    r.add_argument("--run", dest="pick", metavar="NAME_OR_PATH",
+                   help="the results file to use in each RUN_DIR that holds several (a part of its path below "
+                   "RUN_DIR: a date stamp or judged/<judge>)")  # fmt: skip
     r.add_argument("--format", choices=("md", "csv", "json"), default="md")
     r.add_argument("--out", help="write here instead of stdout")
     r.add_argument("--plot", help="also write a PNG with one panel per benchmark")
@@ -168,6 +185,10 @@ def cmd_judge(args: argparse.Namespace) -> int:
     except stage.StageError as exc:
         print(f"emo-tasks judge: {exc}", file=sys.stderr)
         return stage.EXIT_ERROR
+    share = stage.DEFAULT_MAX_FAILURE_SHARE if args.max_failure_share is None else args.max_failure_share
+    if not 0.0 <= share <= 1.0:  # also refuses nan
+        print(f"emo-tasks judge: --max-failure-share {share:g}: must be a share between 0 and 1", file=sys.stderr)
+        return stage.EXIT_ERROR
     overrides = {var: getattr(args, flag) for flag, var in stage.MODEL_FLAGS.items()}
     return stage.judge_run(
         args.run,
@@ -177,12 +198,15 @@ def cmd_judge(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         prices=prices,
         multiemo_judge=args.multiemo_judge,
+        run=args.pick,
+        partial=args.partial,
+        max_failure_share=share,
     )
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Tables for every run; missing files become notes (exit 0), only an unreadable run is an error."""
-    runs = [report.load_run(p) for p in args.runs]
+    runs = [report.load_run(p, args.pick) for p in args.runs]
     report.label_runs(runs)
     for run in runs:
         print(f"emo-tasks report: {run.label}: {report.describe(run)}", file=sys.stderr)
@@ -208,8 +232,8 @@ def _fmt(x: float | None, digits: int = 3) -> str:
 def cmd_compare(args: argparse.Namespace) -> int:
     """Exit 1 on a significant drop beyond --max-drop; 2 when the runs are not comparable (unless --force): data,
     prompts or judges differ, a data hash differs, too many judge failures or too little paired coverage."""
-    base = report.load_run(args.base, args.base_run, strict=True)
-    new = report.load_run(args.new, args.new_run, strict=True)
+    base = report.load_run(args.base, args.base_run)
+    new = report.load_run(args.new, args.new_run)
     print(f"base: {report.describe(base)}\nnew:  {report.describe(new)}")
     reasons = report.mismatches(base, new)
     if args.metric:

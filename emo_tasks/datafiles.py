@@ -160,25 +160,34 @@ def bundled_sample(name: str, filename: str, cache_dir: Path, write: Callable[[P
 
 # ------------------------------------------------------------------------------------------------ run folders
 def sample_log(run_dir: Path, results_file: Path, task: str) -> Path | None:
-    """lmms-eval's `<date>_samples_<task>.jsonl` next to results.json (same date preferred), else the newest
-    anywhere in the run folder; None when the run was made without --log_samples."""
+    """lmms-eval's `<stamp>_samples_<task>.jsonl` beside the results file, with the results file's own stamp; None
+    when the run was made without --log_samples.  Never a log of another run: a folder can hold several runs (or
+    `judged/` results), and a per-sample value is only this run's when the file is proven to be (the same stem)."""
     stem = results_file.name[: -len("results.json")]
     same = results_file.parent / f"{stem}samples_{task}.jsonl"
-    if same.exists():
-        return same
-    found = sorted(Path(run_dir).rglob(f"*_samples_{task}.jsonl"))
-    return found[-1] if found else None
+    return same if same.is_file() else None
 
 
 def read_jsonl_rows(path: Path) -> list[dict[str, Any]]:
-    """Every non-blank line as JSON (a bad line raises json.JSONDecodeError: the caller turns it into a note)."""
-    rows = []
+    """Every non-blank line as JSON; a bad line raises DataError naming the file and its real line number."""
+    return [row for _, row in read_jsonl_numbered(path)]
+
+
+def read_jsonl_numbered(path: Path) -> list[tuple[int, Any]]:
+    """(line number, value) of every non-blank line, numbered as an editor numbers them (blank lines count), so a
+    message can point at the line a user must fix; a line that is not JSON raises DataError naming it."""
+    out = []
     with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            line = line.strip()
-            if line:
-                rows.append(json.loads(line))
-    return rows
+        for n, line in enumerate(fh, start=1):
+            text = line.strip()
+            if not text:
+                continue
+            try:
+                out.append((n, json.loads(text)))
+            except ValueError as exc:
+                where = f" (column {exc.colno}: {exc.msg})" if isinstance(exc, json.JSONDecodeError) else ""
+                raise DataError(f"{path} line {n}: not a JSON object{where}; the file may be truncated") from None
+    return out
 
 
 def sample_log_reader(values_of: Callable[[list[dict[str, Any]]], dict[str, dict[Any, float]]]) -> SampleReader:

@@ -190,7 +190,7 @@ def _pick(run_dir: Path, pick: str, found: list[Path]) -> Path:
         if cand.is_file():
             return cand
         if cand.is_dir() and cand != run_dir:
-            return find_results(cand, strict=True)[0]
+            return find_results(cand)[0]
     hits = [f for f in found if pick in str(f.relative_to(run_dir))]
     if len(hits) == 1:
         return hits[0]
@@ -199,24 +199,22 @@ def _pick(run_dir: Path, pick: str, found: list[Path]) -> Path:
     raise ReportError(f"{run_dir}: --run {pick!r} {what} results file (found: {listed})")
 
 
-def find_results(run_dir: Path, pick: str | None = None, strict: bool = False) -> tuple[Path, str | None]:
-    """The results file a run folder means, and a note when the choice was not the only possibility.
+def find_results(run_dir: Path, pick: str | None = None, strict: bool = True) -> tuple[Path, str | None]:
+    """The results file a run folder means, by the one rule every command uses, and a note saying why.
 
     Every `*_results.json` under run_dir counts (lmms-eval nests them in a model folder; `emo-tasks judge` writes
-    RUN/judged/<judge>/, where a judge run again only adds a newer result: the newest per judge folder counts).
-    One: that one.  One lmms-eval run and exactly one judged result of it: the judged one.
-    Otherwise ambiguous: strict (compare) raises ReportError naming them, else the newest is used with a note."""
+    RUN/judged/<judge setup>/, where a judge run again only adds a newer result: the newest per judge folder
+    counts).  One file: that one.  One lmms-eval run plus exactly one judged result made from it: the judged one
+    (the same answers, scored).  Anything else is ambiguous and raises ReportError listing the files, so a number
+    never comes from a run nobody chose; `pick` (--run / --base-run / --new-run) chooses.  `strict` is kept for
+    callers of the old signature: the rule no longer guesses either way."""
     if run_dir.is_file():
         return run_dir, None
     lmms, judged_all = candidates(run_dir)
     found_all = sorted(lmms + judged_all, key=lambda p: (p.name, str(p)))
     if pick:
         return _pick(run_dir, pick, found_all), None
-    newest: dict[Path, Path] = {}  # a judge folder judged again (failures resent): its newest result counts
-    for f in judged_all:
-        if f.parent not in newest or f.name > newest[f.parent].name:
-            newest[f.parent] = f
-    judged = sorted(newest.values(), key=lambda p: (p.name, str(p)))
+    judged = newest_per_folder(judged_all)
     found = sorted(lmms + judged, key=lambda p: (p.name, str(p)))
     if not found:
         raise ReportError(f"{run_dir}: no *_results.json found (was lmms-eval run with --output_path {run_dir}?)")
@@ -225,13 +223,20 @@ def find_results(run_dir: Path, pick: str | None = None, strict: bool = False) -
     if len(lmms) == 1 and len(judged) == 1 and _judged_from(judged[0]) == lmms[0].name:
         return judged[0], f"judged results of {lmms[0].name}"
     listed = ", ".join(str(f.relative_to(run_dir)) for f in found)
-    if strict:
-        raise ReportError(
-            f"{run_dir} holds {len(found)} results files ({len(lmms)} lmms-eval run(s), {len(judged)} judged): "
-            f"{listed}; pick one with --base-run/--new-run NAME_OR_PATH or pass the results file itself"
-        )
-    newest = max(found, key=lambda p: (p.stat().st_mtime, p.name))
-    return newest, f"{len(found)} results files in the folder ({listed}); the newest is used"
+    raise ReportError(
+        f"{run_dir} holds {len(found)} results files ({len(lmms)} lmms-eval run(s), {len(judged)} judged): "
+        f"{listed}; pick one with --run (compare: --base-run/--new-run) NAME_OR_PATH, or pass the results file or "
+        "judged folder itself"
+    )
+
+
+def newest_per_folder(files: Sequence[Path]) -> list[Path]:
+    """The newest results file of each folder (a judge folder judged again, failures resent, adds a newer one)."""
+    newest: dict[Path, Path] = {}
+    for f in files:
+        if f.parent not in newest or f.name > newest[f.parent].name:
+            newest[f.parent] = f
+    return sorted(newest.values(), key=lambda p: (p.name, str(p)))
 
 
 def _judged_from(path: Path) -> str | None:
@@ -243,9 +248,9 @@ def _judged_from(path: Path) -> str | None:
         return None
 
 
-def load_run(run_dir: str | Path, pick: str | None = None, strict: bool = False) -> Run:
-    """Read one run folder; missing per-sample files become notes, never errors.  `pick`/`strict`: see
-    `find_results`.  A malformed results file raises InputError."""
+def load_run(run_dir: str | Path, pick: str | None = None, strict: bool = True) -> Run:
+    """Read one run folder; missing per-sample files become notes, never errors.  `pick`: see `find_results`
+    (a folder holding several runs and no pick raises ReportError).  A malformed results file raises InputError."""
     path = Path(run_dir)
     if not path.exists():
         raise ReportError(f"{path}: no such run folder")
@@ -281,8 +286,9 @@ def load_run(run_dir: str | Path, pick: str | None = None, strict: bool = False)
 
 
 def data_hash(run_dir: Path, results_file: Path, task: str) -> str | None:
-    """sha256[:16] over the sorted (doc_id, target) pairs of the task's sample log: every task's target is the gold
-    answer plus a hash of its row, so this identifies the data the run used.  None without a usable sample log."""
+    """sha256[:16] over the sorted (doc_id, target) pairs of the task's sample log, every row counted (a multiset:
+    a row logged twice changes it): every task's target is the gold answer plus a hash of its row, so this
+    identifies the data the run used.  None without a usable sample log."""
     import hashlib
 
     from emo_tasks.datafiles import read_jsonl_rows, sample_log
@@ -291,7 +297,7 @@ def data_hash(run_dir: Path, results_file: Path, task: str) -> str | None:
     if log is None:
         return None
     try:
-        pairs = sorted({(str(r.get("doc_id")), str(r.get("target"))) for r in read_jsonl_rows(log)})
+        pairs = sorted((str(r.get("doc_id")), str(r.get("target"))) for r in read_jsonl_rows(log))
     except (OSError, UnicodeDecodeError, ValueError, AttributeError):
         return None
     if not pairs:

@@ -24,21 +24,25 @@ answers, bad settings).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
+import os
 import re
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from emo_tasks.benchmarks import Benchmark, benchmark_of
-from emo_tasks.datafiles import read_jsonl_rows, sample_log
+from emo_tasks.datafiles import sample_log
 
-EXIT_OK, EXIT_REFUSED, EXIT_ERROR = 0, 2, 3
+EXIT_OK, EXIT_REFUSED, EXIT_ERROR, EXIT_JUDGE_FAILURES = 0, 2, 3, 4
+#: `judge` exits EXIT_JUDGE_FAILURES above this share of failed judgements (the default of `compare`'s gate).
+DEFAULT_MAX_FAILURE_SHARE = 0.1
 JUDGED_DIR = "judged"
 #: Marks our own results files, so the stage never takes them for the lmms-eval run it judges.
 MARKER = "emo_tasks_judge"
@@ -66,6 +70,7 @@ class LoggedSample:
     filtered_resps: Any
     target: str | None = None
     input: str | None = None
+    line: int = 0  # the line of the file it came from, for messages
 
 
 @dataclass
@@ -78,33 +83,55 @@ class TaskPlan:
     config: dict[str, Any]
     samples: list[LoggedSample]
     docs: list[dict[str, Any]]
+    answers_file: Path | None = None
+    #: rows the run answered that this judgement leaves out (only with --partial), and how many the run has
+    missing: list[int] = field(default_factory=list)
+    n_expected: int | None = None
     records: list[dict[str, Any]] = field(default_factory=list)
     per_metric: list[dict[str, Any]] = field(default_factory=list)  # process_results output per sample
 
 
 # ------------------------------------------------------------------------------------------------ the run
-def source_results(run_dir: Path) -> Path:
-    """The lmms-eval results file to judge: the newest `*_results.json` under run_dir that is not one of ours."""
+def source_results(run_dir: Path, pick: str | None = None) -> Path:
+    """The lmms-eval results file to judge, by the rule every command uses (`report.find_results`): the folder's
+    one lmms-eval results file (judged results under `judged/` are ours, never a source), or the one `pick`
+    (--run) names; several and none picked is a refusal listing them."""
+    from emo_tasks import report
+
     if run_dir.is_file():
-        return run_dir
-    if not run_dir.is_dir():
+        chosen = run_dir
+    elif not run_dir.is_dir():
         raise StageError(f"{run_dir}: no such run folder")
-    candidates = []
-    for path in sorted(run_dir.rglob("*_results.json"), key=lambda p: (p.name, str(p))):
-        if JUDGED_DIR in path.relative_to(run_dir).parts[:-1]:
-            continue
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise StageError(f"{path}: not readable JSON ({exc})") from exc
-        if MARKER not in data:
-            candidates.append(path)
-    if not candidates:
-        raise StageError(
-            f"{run_dir}: no lmms-eval *_results.json found. Run lmms-eval with --output_path {run_dir} and "
-            "--log_samples (or --predict_only) first."
+    else:
+        lmms, judged = report.candidates(run_dir)
+        if pick:
+            try:
+                chosen = report._pick(run_dir, pick, sorted(lmms + judged, key=lambda p: (p.name, str(p))))
+            except report.ReportError as exc:
+                raise StageRefused(str(exc)) from None
+        elif not lmms:
+            raise StageError(
+                f"{run_dir}: no lmms-eval *_results.json found. Run lmms-eval with --output_path {run_dir} and "
+                "--log_samples (or --predict_only) first."
+            )
+        elif len(lmms) > 1:
+            listed = ", ".join(str(f.relative_to(run_dir)) for f in lmms)
+            raise StageRefused(
+                f"{run_dir} holds {len(lmms)} lmms-eval runs ({listed}); pick one with --run NAME_OR_PATH (a date "
+                "stamp or the results file), or write each run to a fresh --output_path"
+            )
+        else:
+            chosen = lmms[0]
+    try:
+        data = json.loads(chosen.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise StageError(f"{chosen}: not readable JSON ({exc})") from exc
+    if isinstance(data, dict) and MARKER in data:
+        raise StageRefused(
+            f"{chosen} is a judged result (written by emo-tasks judge); judge the lmms-eval run it was made from: "
+            f"{(data.get(MARKER) or {}).get('source_results')}"
         )
-    return candidates[-1]
+    return chosen
 
 
 def run_tasks(data: Mapping[str, Any], wanted: Sequence[str] | None) -> list[str]:
@@ -122,27 +149,52 @@ def run_tasks(data: Mapping[str, Any], wanted: Sequence[str] | None) -> list[str
     return chosen
 
 
-def logged_samples(run_dir: Path, results_file: Path, task: str) -> list[LoggedSample]:
-    """The task's saved answers: lmms-eval's sample log, else the answers file an `EMO_JUDGE=defer` run wrote."""
+def logged_samples(run_dir: Path, results_file: Path, task: str) -> tuple[Path, list[LoggedSample]]:
+    """The task's saved answers and the file they came from: the sample log beside the results file with its own
+    stamp, else the answers file an `EMO_JUDGE=defer` run wrote to its folder's `emo_tasks_judge/` when there is
+    exactly one for the task (several: refused, they cannot be told apart).  Never another run's file."""
+    from emo_tasks.datafiles import read_jsonl_numbered
+    from emo_tasks.report import _run_root
+
     path = sample_log(run_dir, results_file, task)
-    if path is None:
-        deferred = sorted(run_dir.rglob(f"*{_deferred_name(task)}_*_answers.jsonl"))
-        path = deferred[-1] if deferred else None
+    deferred = path is None
+    if deferred:
+        root = _run_root(run_dir, results_file)
+        found = sorted((root / "emo_tasks_judge").glob(f"{_deferred_name(task)}_*_answers.jsonl"))
+        if len(found) > 1:
+            raise StageRefused(
+                f"{task}: {results_file.name} has no sample log, and {root / 'emo_tasks_judge'} holds "
+                f"{len(found)} deferred answer files ({', '.join(f.name for f in found)}): which belongs to this "
+                "run cannot be proven; write each EMO_JUDGE=defer run to a fresh --output_path, or rerun with "
+                "--log_samples"
+            )
+        path = found[0] if found else None
     if path is None:
         raise NoAnswers(
-            f"{task}: no saved answers in {run_dir} (no *_samples_{task}.jsonl). Run lmms-eval with --log_samples "
-            "(or --predict_only), or with EMO_JUDGE=defer and --output_path."
+            f"{task}: no saved answers for {results_file.name} (no {results_file.name[: -len('results.json')]}"
+            f"samples_{task}.jsonl beside it). Run lmms-eval with --log_samples (or --predict_only), or with "
+            "EMO_JUDGE=defer and --output_path."
         )
     try:
-        rows = read_jsonl_rows(path)
+        rows = read_jsonl_numbered(path)
     except (OSError, ValueError) as exc:
-        raise StageError(f"{path}: not readable JSON lines ({exc})") from exc
+        raise StageError(f"{exc}") from exc
     out = []
-    for n, row in enumerate(rows, start=1):
+    for n, row in rows:
         if not isinstance(row, dict) or "doc_id" not in row or "filtered_resps" not in row:
             raise StageError(f"{path} line {n}: expected doc_id and filtered_resps (an lmms-eval sample log)")
-        out.append(LoggedSample(int(row["doc_id"]), row["filtered_resps"], row.get("target"), row.get("input")))
-    return out
+        try:
+            doc_id = int(row["doc_id"])
+        except (TypeError, ValueError):
+            raise StageError(f"{path} line {n}: doc_id {row['doc_id']!r} is not a row number") from None
+        missing = [k for k in (("target",) if deferred else ("target", "input")) if not isinstance(row.get(k), str)]
+        if missing:
+            raise StageRefused(
+                f"rows: {task}: {path.name} line {n} (doc_id {doc_id}) has no {' or '.join(missing)}, so the answer "
+                "cannot be proven to belong to its row"
+            )
+        out.append(LoggedSample(doc_id, row["filtered_resps"], row.get("target"), row.get("input"), line=n))
+    return path, out
 
 
 def _deferred_name(task: str) -> str:
@@ -186,6 +238,50 @@ def model_kwargs(recorded: Mapping[str, Any] | None, model: str | None) -> dict[
     return dict(recorded)
 
 
+def _ids(ids: Sequence[int], limit: int = 10) -> str:
+    shown = ", ".join(str(i) for i in ids[:limit])
+    return shown + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
+
+
+def check_rows(plan: TaskPlan, n_samples: Mapping[str, Any] | None, partial: bool = False) -> None:
+    """Each row exactly once, and every row the run answered: a duplicated doc_id, or fewer answers than the run's
+    own `n-samples` (its effective count, which --limit sets), is refused (StageRefused) naming task and doc ids.
+    `partial` (--partial) accepts missing rows (recorded in the plan, and in the results, as a partial judgement);
+    never duplicates."""
+    task = plan.task
+    seen: dict[int, int] = {}
+    dups: list[str] = []
+    for s in plan.samples:
+        if s.doc_id in seen:
+            dups.append(f"doc_id {s.doc_id} (lines {seen[s.doc_id]} and {s.line})")
+        else:
+            seen[s.doc_id] = s.line
+    where = plan.answers_file.name if plan.answers_file else "the saved answers"
+    if dups:
+        shown = "; ".join(dups[:5]) + (f"; and {len(dups) - 5} more" if len(dups) > 5 else "")
+        raise StageRefused(f"rows: {task}: {where} holds {len(dups)} row(s) twice: {shown}")
+    effective = (n_samples or {}).get("effective")
+    if not isinstance(effective, int) or isinstance(effective, bool):
+        if partial:
+            return
+        raise StageRefused(
+            f"rows: {task}: the run's results file records no n-samples for it, so it cannot be proven that every "
+            "row was answered; pass --partial to judge the rows there are (the results then say so)"
+        )
+    plan.n_expected = effective
+    if len(seen) > effective:
+        raise StageRefused(f"rows: {task}: {where} holds {len(seen)} rows, the run answered {effective}")
+    if len(seen) < effective:
+        # lmms-eval answers the first `effective` rows (--limit), so the missing ones are among them
+        missing = sorted(set(range(effective)) - set(seen)) or []
+        if not partial:
+            raise StageRefused(
+                f"rows: {task}: {where} holds {len(seen)} of the {effective} rows the run answered (missing doc_id "
+                f"{_ids(missing) or '?'}); pass --partial to judge only these (the results then say so)"
+            )
+        plan.missing = missing
+
+
 def check_task(plan: TaskPlan, recorded_version: Any, version_now: Any, model: str | None = None) -> None:
     """Refuse (StageRefused) unless every saved answer maps to the same row and prompt as now."""
     task = plan.task
@@ -225,22 +321,67 @@ def stage_env(env: Mapping[str, str], overrides: Mapping[str, str | None]) -> di
     return out
 
 
-def judge_slug(env: Mapping[str, str], tasks: Sequence[str]) -> str:
-    """The folder name of one judge's results: the judge models (or `offline` / `no-judge`)."""
-    from judges.config import model_for_role
+def judge_setup(env: Mapping[str, str], tasks: Sequence[str], multiemo_judge: bool = False) -> dict[str, Any]:
+    """Everything about the judge that can change a number: mode, models per role, MME-Emotion's protocol, alpha
+    and audio clues, the endpoint host (never a key) and MultiEmo's judge stage.  Recorded in the judged results
+    and hashed into the folder name, so two setups never share (or overwrite) one folder."""
+    from emo_tasks.mme_emotion.settings import MMESettings
+    from judges.config import EndpointConfig, model_for_role
 
-    if (env.get("EMO_JUDGE") or "").strip().lower() == "offline":
-        return "offline"
-    if not any(benchmark_of(t) is not None and benchmark_of(t).key == "mme" for t in tasks):
-        return "no-judge"
-    parts = [f"judge={model_for_role('judge', env)}", f"step={model_for_role('step', env)}"]
-    if (env.get("EMO_MME_AUDIO_CLUES") or "").strip().lower() == "live":
-        parts.append(f"audio={model_for_role('audio', env)}")
-    return re.sub(r"[^A-Za-z0-9._=,+-]+", "_", ",".join(parts))
+    mode = (env.get("EMO_JUDGE") or "api").strip().lower()
+    setup: dict[str, Any] = {"judge_mode": mode}
+    if mode == "offline":
+        return setup
+    if any((b := benchmark_of(t)) is not None and b.key == "mme" for t in tasks):
+        mme = MMESettings.from_env({**env, "EMO_JUDGE": "defer"}, "benchmark")  # the values, no endpoint check
+        roles = ("step", "judge", "audio") if mme.audio_clues == "live" else ("step", "judge")
+        setup.update(
+            models={role: model_for_role(role, env) for role in roles},
+            protocol=mme.judge_protocol,
+            alpha=mme.alpha,
+            audio_clues=mme.audio_clues,
+        )
+    if multiemo_judge:
+        setup["multiemo_judge"] = model_for_role("judge", env)
+    if "models" in setup or multiemo_judge:
+        try:
+            setup["endpoint"] = EndpointConfig.from_env(env).host
+        except Exception:  # noqa: BLE001 - an unusable endpoint fails later, with its own message
+            setup["endpoint"] = None
+    return setup
 
 
-def prepare(run_dir: Path, results_file: Path, data: Mapping[str, Any], task: str, env: Mapping[str, str]) -> TaskPlan:
-    """Load the task's rows as the run did, read its saved answers, check them, and rebuild the records."""
+#: The readable part of a judge folder's name is cut here (the hash that follows keeps names apart).
+SLUG_READABLE_MAX = 80
+
+
+def judge_slug(setup: Mapping[str, Any]) -> str:
+    """The folder name of one judge setup: readable models (or `offline` / `no-judge`), then `-` and a short hash
+    of the whole setup.  The readable part is ASCII, at most SLUG_READABLE_MAX characters; the hash alone tells
+    setups apart (`a/b` vs `a b`, two non-ASCII names, another protocol, alpha or endpoint)."""
+    import hashlib
+
+    digest = hashlib.sha256(json.dumps(setup, sort_keys=True, ensure_ascii=True).encode()).hexdigest()[:10]
+    if setup.get("judge_mode") == "offline":
+        readable = "offline"
+    elif setup.get("models"):
+        readable = ",".join(f"{role}={model}" for role, model in sorted(setup["models"].items(), key=_role_order))
+        readable = re.sub(r"[^A-Za-z0-9._=,+-]+", "_", readable).strip("_.") or "judge"
+        readable = readable[:SLUG_READABLE_MAX].rstrip("_.,=")
+    else:
+        readable = "multiemo-judge" if setup.get("multiemo_judge") else "no-judge"
+    return f"{readable}-{digest}"
+
+
+def _role_order(item: tuple[str, Any]) -> int:
+    return {"judge": 0, "step": 1, "audio": 2}.get(item[0], 3)
+
+
+def read_answers(
+    run_dir: Path, results_file: Path, data: Mapping[str, Any], task: str, partial: bool = False
+) -> TaskPlan:
+    """The task's saved answers, read and checked for each row once and every row (`check_rows`): the proof that
+    needs no data, settings or endpoint, so it runs for every task before anything else."""
     bench = benchmark_of(task)
     if bench is None or not bench.hooks:
         raise StageError(f"{task}: no judge stage for this task")
@@ -248,14 +389,21 @@ def prepare(run_dir: Path, results_file: Path, data: Mapping[str, Any], task: st
     config = (data.get("configs") or {}).get(task) or {}
     if not config.get("dataset_name"):
         raise StageError(f"{results_file}: no dataset_name recorded for {task}")
-    samples = logged_samples(run_dir, results_file, task)
-    docs = list(hooks.load_task(config["dataset_name"], env))
-    plan = TaskPlan(task, bench, hooks, config, samples, docs)
-    recorded = (config.get("metadata") or {}).get("version")
-    check_task(plan, recorded, current_versions().get(task), (data.get("config") or {}).get("model"))
-    first_metric = bench.table.names[0]
-    for s in samples:
-        out = hooks.process_results(docs[s.doc_id], [s.filtered_resps])
+    answers_file, samples = logged_samples(run_dir, results_file, task)
+    plan = TaskPlan(task, bench, hooks, config, samples, [], answers_file=answers_file)
+    check_rows(plan, (data.get("n-samples") or {}).get(task), partial)
+    return plan
+
+
+def prepare(plan: TaskPlan, data: Mapping[str, Any], env: Mapping[str, str]) -> TaskPlan:
+    """Load the task's rows as the run did, check that every answer maps to the same row and prompt as now, and
+    rebuild the records."""
+    plan.docs = list(plan.hooks.load_task(plan.config["dataset_name"], env))
+    recorded = (plan.config.get("metadata") or {}).get("version")
+    check_task(plan, recorded, current_versions().get(plan.task), (data.get("config") or {}).get("model"))
+    first_metric = plan.bench.table.names[0]
+    for s in plan.samples:
+        out = plan.hooks.process_results(plan.docs[s.doc_id], [s.filtered_resps])
         plan.per_metric.append(out)
         plan.records.append(out[first_metric])
     return plan
@@ -290,6 +438,9 @@ def judge_run(
     prices: Mapping[str, tuple[float, float]] | None = None,
     multiemo_judge: bool = False,
     stream: Any = None,
+    run: str | None = None,
+    partial: bool = False,
+    max_failure_share: float = DEFAULT_MAX_FAILURE_SHARE,
 ) -> int:
     """The whole stage; returns the exit code (messages go to `stream`, default stderr/stdout)."""
     from emo_tasks.settings import environ
@@ -298,16 +449,20 @@ def judge_run(
     outp = sys.stdout if stream is None else stream
     run_path = Path(run_dir)
     try:
-        results_file = source_results(run_path)
+        results_file = source_results(run_path, run)
         data = json.loads(results_file.read_text(encoding="utf-8"))
         names = run_tasks(data, tasks)
         if not names:
             raise StageError(f"{results_file}: the run has no emo-tasks task")
         senv = stage_env(environ() if env is None else env, overrides or {})
+        if dry_run:  # counting needs models and token counts, not an endpoint: a stand-in when none is set
+            from emo_tasks.dryrun import dry_run_env
+
+            senv = dry_run_env(senv, err)
         plans, kept = [], {}
-        for t in names:
+        for t in names:  # every task's answers proven first: each row once, every row
             try:
-                plans.append(prepare(run_path, results_file, data, t, senv))
+                plans.append(read_answers(run_path, results_file, data, t, partial))
             except NoAnswers as exc:
                 if tasks or not _scored(data, t):
                     raise
@@ -315,6 +470,21 @@ def judge_run(
                 print(f"emo-tasks judge: {t}: keeping the run's own numbers ({exc})", file=err)
         if not plans:
             raise StageError(f"{results_file}: no task of this run saved answers to judge")
+        for plan in plans:
+            prepare(plan, data, senv)
+        for plan in plans:
+            if plan.missing:
+                print(f"emo-tasks judge: --partial: {plan.task}: judging {len(plan.samples)} of the "
+                      f"{plan.n_expected} rows the run answered", file=err)  # fmt: skip
+        if dry_run:
+            print(f"emo-tasks judge: {results_file} ({len(names)} tasks, "
+                  f"{sum(len(p.samples) for p in plans)} answers)", file=err)  # fmt: skip
+            from emo_tasks.dryrun import dry_run_report
+
+            return dry_run_report(plans, prices or {}, outp, multiemo_judge)
+        setup = judge_setup(senv, names, multiemo_judge)
+        out_dir = Path(out) if out is not None else run_path / JUDGED_DIR / judge_slug(setup)
+        usable_out(out_dir)
     except StageRefused as exc:
         print(f"emo-tasks judge: refused: {exc}", file=err)
         return EXIT_REFUSED
@@ -322,40 +492,111 @@ def judge_run(
         print(f"emo-tasks judge: {exc}", file=err)
         return EXIT_ERROR
     except Exception as exc:  # settings or data errors name their variable, file or row
-        print(f"emo-tasks judge: {type(exc).__name__}: {exc}", file=err)
+        print(f"emo-tasks judge: {type(exc).__name__}: {_one_line(exc)}", file=err)
         return EXIT_ERROR
     print(f"emo-tasks judge: {results_file} ({len(names)} tasks, {sum(len(p.samples) for p in plans)} answers)",
           file=err)  # fmt: skip
-    if dry_run:
-        from emo_tasks.dryrun import dry_run_report
+    try:
+        with _judge_lock(out_dir, err):
+            return _judge_and_write(
+                plans, kept, data, results_file, out_dir, senv, setup, multiemo_judge, max_failure_share, err, outp
+            )
+    except StageError as exc:
+        print(f"emo-tasks judge: {exc}", file=err)
+        return EXIT_ERROR
+    except Exception as exc:  # noqa: BLE001 - any crash is exit 3 with one line, never a traceback
+        print(f"emo-tasks judge: {type(exc).__name__}: {_one_line(exc)}", file=err)
+        return EXIT_ERROR
 
-        return dry_run_report(plans, prices or {}, outp, multiemo_judge)
-    out_dir = Path(out) if out is not None else run_path / JUDGED_DIR / judge_slug(senv, names)
-    out_dir.mkdir(parents=True, exist_ok=True)
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 2000 else text[:2000] + " ..."
+
+
+def usable_out(out_dir: Path) -> None:
+    """The output folder can be made and written, or a StageError (exit 3) saying why in one line: --out names an
+    existing file, a path under a file, a name too long, a folder we may not write."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise StageError(f"--out {out_dir}: exists and is not a folder; name a folder")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        probe = out_dir / f".emo-tasks-write-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise StageError(f"output folder {out_dir}: cannot be written ({exc.strerror or exc})") from None
+
+
+@contextlib.contextmanager
+def _judge_lock(out_dir: Path, err: Any) -> Iterator[None]:
+    """One `emo-tasks judge` at a time per output folder: a second one on the same run and judge setup waits for
+    the first, then finds its answers in the cache, instead of paying for the same calls twice."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(out_dir / ".emo-tasks-judge.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        print(
+            f"emo-tasks judge: another emo-tasks judge is writing {out_dir}; waiting for it to finish (its answers "
+            "are cached, so this run then resends only what it could not get)",
+            file=err,
+            flush=True,
+        )
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _judge_and_write(
+    plans: Sequence[TaskPlan],
+    kept: Mapping[str, Mapping[str, Any]],
+    data: Mapping[str, Any],
+    results_file: Path,
+    out_dir: Path,
+    senv: Mapping[str, str],
+    setup: Mapping[str, Any],
+    multiemo_judge: bool,
+    max_failure_share: float,
+    err: Any,
+    outp: Any,
+) -> int:
+    """Judge every plan, write the results, print the report; the exit code (4 when too many judgements failed)."""
     args = SimpleNamespace(output_path=str(out_dir), log_samples=True)
     values: dict[str, dict[str, Any]] = {}
+    # every task a benchmark can judge ahead goes through one pipeline, not one task after another
+    for hooks in {id(p.hooks): p.hooks for p in plans}.values():
+        ahead = getattr(hooks, "judge_ahead", None)
+        if ahead is not None:
+            ahead([p.records for p in plans if p.hooks is hooks])
+    for plan in plans:
+        computed = plan.hooks.evaluate(plan.records, args)  # what lmms-eval reports: the table's metrics
+        values[plan.task] = {m.name: computed[m.name] for m in plan.bench.table}
+        if multiemo_judge and plan.bench.key == "multiemo":
+            judged = plan.hooks.judge_run_predictions(plan.records, None, out_dir)
+            values[plan.task].update({f"judged_{m.name}": judged[m.name] for m in plan.bench.table})
     try:
-        # every task a benchmark can judge ahead goes through one pipeline, not one task after another
-        for hooks in {id(p.hooks): p.hooks for p in plans}.values():
-            ahead = getattr(hooks, "judge_ahead", None)
-            if ahead is not None:
-                ahead([p.records for p in plans if p.hooks is hooks])
-        for plan in plans:
-            computed = plan.hooks.evaluate(plan.records, args)  # what lmms-eval reports: the table's metrics
-            values[plan.task] = {m.name: computed[m.name] for m in plan.bench.table}
-            if multiemo_judge and plan.bench.key == "multiemo":
-                judged = plan.hooks.judge_run_predictions(plan.records, None, out_dir)
-                values[plan.task].update({f"judged_{m.name}": judged[m.name] for m in plan.bench.table})
-    except Exception as exc:
-        print(f"emo-tasks judge: {type(exc).__name__}: {exc}", file=err)
-        return EXIT_ERROR
-    write_results(out_dir, results_file, data, plans, values, senv, kept)
+        write_results(out_dir, results_file, data, plans, values, senv, kept, setup)
+    except OSError as exc:
+        raise StageError(f"output folder {out_dir}: cannot be written ({exc.strerror or exc})") from None
     from emo_tasks import report
 
     run = report.load_run(out_dir)
     report.label_runs([run])
     print(report.render_markdown([run], report.build_tables([run])), file=outp)
     print(f"emo-tasks judge: wrote {out_dir}", file=err)
+    got = report.failure_share(run, [p.task for p in plans])
+    if got is not None and got[1] and got[0] / got[1] > max_failure_share:
+        print(
+            f"emo-tasks judge: {got[0]} of {got[1]} judgements failed ({got[0] / got[1]:.0%} > --max-failure-share "
+            f"{max_failure_share:g}); the results are written but not fit to report. Fix the judge endpoint and "
+            "run the same command again: only the failures are sent again.",
+            file=err,
+        )
+        return EXIT_JUDGE_FAILURES
     return EXIT_OK
 
 
@@ -388,6 +629,7 @@ def write_results(
     values: Mapping[str, Mapping[str, Any]],
     env: Mapping[str, str],
     kept: Mapping[str, Mapping[str, Any]] | None = None,
+    setup: Mapping[str, Any] | None = None,
 ) -> Path:
     """The lmms-eval layout `emo-tasks report` reads: results.json and one sample log per task.  `kept`: tasks
     whose numbers the run computed itself (copied as they are)."""
@@ -418,7 +660,13 @@ def write_results(
         "judge_models": {r: env.get(v) for r, v in MODEL_FLAGS.items() if env.get(v)},
         "judge_endpoint": endpoint,
         "judge_mode": env.get("EMO_JUDGE"),
+        "judge_setup": dict(setup or {}),
+        "answers_files": {p.task: str(p.answers_file) for p in plans if p.answers_file is not None},
     }
+    partial = {p.task: {"judged": len(p.samples), "of": p.n_expected, "missing_doc_ids": p.missing}
+               for p in plans if p.missing}  # fmt: skip
+    if partial:
+        doc[MARKER]["partial"] = partial
     results_path = out_dir / f"{stamp}_results.json"
     atomic_write_text(results_path, json.dumps(doc, indent=2, ensure_ascii=False, default=str))
     for plan in plans:

@@ -151,8 +151,10 @@ def test_gate_refuses_a_folder_with_several_runs_and_says_which_file_it_read(
     assert picked.returncode == 0, picked.stdout + picked.stderr
     assert f"new:  {old}" in picked.stdout and "model dummy" in picked.stdout and "date " in picked.stdout
     assert emo("compare", str(runs["base"]), str(stale)).returncode == 0  # the file itself picks it too
-    rep = emo("report", str(two))
-    assert rep.returncode == 0 and "the newest is used" in rep.stdout and str(two) in rep.stderr
+    rep = emo("report", str(two))  # report picks by the same rule: it no longer takes the newest silently
+    assert rep.returncode == 2 and "holds 2 results files" in rep.stderr and "--run" in rep.stderr, rep.stderr
+    rep = emo("report", str(two), "--run", old.name[:15])
+    assert rep.returncode == 0 and str(old) in rep.stderr, rep.stderr
 
     # one lmms-eval run + one judged result of it: the judged one; + a second judge: ambiguous
     judged = _copy(runs["base"], tmp_path / "judged_run")

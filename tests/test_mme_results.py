@@ -131,3 +131,25 @@ def test_benchmark_description() -> None:
     assert list(dict.fromkeys(BENCHMARK.titles.values())) == [
         "ER-Lab", "ER-Wild", "Noise-ER", "FG-ER", "ML-ER", "SA", "FG-SA", "IR",
     ]  # fmt: skip
+
+
+def _results(path: Path, rows: int, scored: int, failed: int) -> Path:
+    doc = {"results": {"mme_emotion_er_lab": {"n_scored,none": scored, "n_judge_failed,none": failed}},
+           "n-samples": {"mme_emotion_er_lab": {"original": rows, "effective": rows}}}  # fmt: skip
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_the_log_must_agree_with_the_runs_own_counts(run: Path) -> None:
+    """A folder can hold judge logs of earlier runs: only a log whose rows agree with the results file's counts
+    (rows, scored, judge-failed) is this run's; none agreeing costs the CIs, never takes another run's values."""
+    t = "mme_emotion_er_lab"
+    newest = read_samples(run, _results(run / "a_results.json", 3, 2, 1), t, {})
+    assert newest.values["rec_s"] == {(t, 0): 100.0, (t, 2): 0.0} and newest.summary["alpha"] == 0.3
+    older = read_samples(run, _results(run / "b_results.json", 1, 1, 0), t, {})  # the run the older log is of
+    assert older.values["rec_s"] == {(t, 0): 0.0} and older.summary == {"alpha": 0.5}
+    none = read_samples(run, _results(run / "c_results.json", 5, 5, 0), t, {})
+    assert none.values == {} and none.summary is None
+    assert none.notes == [f"{t}: no judge log in {run / 'emo_tasks_judge'} agrees with this run's counts "
+                          "({'rows': 5, 'n_scored': 5, 'n_judge_failed': 0}); the logs there belong to other runs, "
+                          "so no confidence intervals"]  # fmt: skip

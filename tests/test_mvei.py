@@ -183,9 +183,11 @@ def test_read_samples_from_a_hand_written_run(tmp_path: Path) -> None:
         "mvei: no per-sample log (*_samples_mvei.jsonl), so no confidence intervals; rerun lmms-eval with "
         "--log_samples --output_path DIR to get them"
     ]
+    broken_line = len(log.read_text().splitlines()) + 1
     log.write_text(log.read_text() + "{oops\n")
     (note,) = BENCHMARK.read_samples(run, results, "mvei_sample", {}).notes
-    assert note.startswith(f"mvei_sample: could not read per-sample values from {log.name} (JSONDecodeError(")
+    assert note.startswith(f"mvei_sample: could not read per-sample values from {log.name} (DataError(")
+    assert f"line {broken_line}: not a JSON object" in note  # the real line, not "line 1 column N"
     assert note.endswith("); no CIs")
 
 

@@ -33,28 +33,76 @@ _JUDGE_FILE = re.compile(r"^(?P<sample>sample_)?(?P<tasks>mme_emotion_.+?)_(?P<s
 
 def judge_logs(run_dir: Path) -> dict[str, Path]:
     """Leaf task name -> the newest judge log that covers it, in `<run_dir>/emo_tasks_judge/`."""
+    return {task: logs[0] for task, logs in all_judge_logs(run_dir).items()}
+
+
+def all_judge_logs(run_dir: Path) -> dict[str, list[Path]]:
+    """Leaf task name -> every judge log in `<run_dir>/emo_tasks_judge/` that covers it, newest first."""
     folder = Path(run_dir) / "emo_tasks_judge"
-    logs = sorted(folder.glob("*_judge.jsonl")) if folder.is_dir() else []
-    newest: dict[str, Path] = {}
+    logs = sorted(folder.glob("*_judge.jsonl"), reverse=True) if folder.is_dir() else []
+    found: dict[str, list[Path]] = {}
     for log in logs:
         m = _JUDGE_FILE.match(log.name)
         if not m:
             continue
         for t in m.group("tasks").split("+"):
             name = t.replace("mme_emotion_", "mme_emotion_sample_", 1) if m.group("sample") else t
-            if name not in newest or log.name > newest[name].name:
-                newest[name] = log
-    return newest
+            found.setdefault(name, []).append(log)
+    return found
+
+
+def _counts_of(results_file: Path, task: str) -> dict[str, int] | None:
+    """The run's own counts of the task (rows, scored, judge-failed) from its results file; None when unreadable."""
+    try:
+        data = json.loads(Path(results_file).read_text(encoding="utf-8"))
+        row = (data.get("results") or {}).get(task) or {}
+        n = ((data.get("n-samples") or {}).get(task) or {}).get("effective")
+    except (OSError, ValueError, AttributeError):
+        return None
+    counts = {"rows": n, "n_scored": row.get("n_scored,none"), "n_judge_failed": row.get("n_judge_failed,none")}
+    return {k: int(v) for k, v in counts.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+def _log_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
+    return {
+        "rows": len(rows),
+        "n_scored": sum(1 for r in rows if r.get("status") in ("scored", "offline")),
+        "n_judge_failed": sum(1 for r in rows if r.get("status") == "judge_failed"),
+    }
 
 
 def read_samples(run_dir: Path, results_file: Path, task: str, config: dict[str, Any]) -> SampleValues:
-    """One leaf task's per-sample values, its judge summary and notes (a missing or unreadable file is a note)."""
+    """One leaf task's per-sample values, its judge summary and notes (a missing or unreadable file is a note).
+
+    The judge log is the newest one in the run's `emo_tasks_judge/` whose rows agree with the run's own counts
+    (rows, scored, judge-failed in its results file), so a log left by another run into the same folder is never
+    taken for this one's; none agreeing costs the confidence intervals (a note), never the report."""
     out = SampleValues()
-    log = judge_logs(run_dir).get(task)
-    if log is None:
+    logs = all_judge_logs(run_dir).get(task) or []
+    if not logs:
         out.notes.append(
             f"{task}: no MME-Emotion judge log (emo_tasks_judge/*{task.replace('_sample', '')}*_judge.jsonl), "
             "so no confidence intervals; rerun lmms-eval with --output_path DIR (the judge writes it there)"
+        )
+        return out
+    base = task.replace("mme_emotion_sample_", "mme_emotion_", 1)
+    expected = _counts_of(results_file, task)
+    log, mine = None, []
+    for candidate in logs:
+        try:
+            rows = read_jsonl_rows(candidate)
+        except (OSError, ValueError) as exc:
+            out.notes.append(f"{task}: could not read {candidate.name} ({exc}); no CIs")
+            return out
+        rows = [r for r in rows if spec_for(r["task"]).task == base]
+        got = _log_counts(rows)
+        if expected is None or all(got[k] == v for k, v in expected.items()):
+            log, mine = candidate, rows
+            break
+    if log is None:
+        out.notes.append(
+            f"{task}: no judge log in {Path(run_dir) / 'emo_tasks_judge'} agrees with this run's counts "
+            f"({expected}); the logs there belong to other runs, so no confidence intervals"
         )
         return out
     summary_file = log.with_name(log.name[: -len("_judge.jsonl")] + "_summary.json")
@@ -65,13 +113,6 @@ def read_samples(run_dir: Path, results_file: Path, task: str, config: dict[str,
         except ValueError:
             out.notes.append(f"{task}: {summary_file.name} is not valid JSON")
     out.summary = summary
-    try:
-        rows = read_jsonl_rows(log)
-    except (OSError, ValueError) as exc:
-        out.notes.append(f"{task}: could not read {log.name} ({exc}); no CIs")
-        return out
-    base = task.replace("mme_emotion_sample_", "mme_emotion_", 1)
-    mine = [r for r in rows if spec_for(r["task"]).task == base]
     alpha = float(summary.get("alpha", DEFAULT_ALPHA))
     units = [{**r, "alpha": alpha} for r in mine]
     try:

@@ -1,0 +1,73 @@
+"""The judge stage's pure rules (issue 19): one folder per judge setup, each row once and every row."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from emo_tasks.stage import LoggedSample, StageRefused, TaskPlan, check_rows, judge_setup, judge_slug
+
+
+def _setup(**models: str) -> dict[str, Any]:
+    return {"judge_mode": "api", "models": {"step": "gpt-4.1", **models}, "protocol": "guarded", "alpha": 0.5,
+            "audio_clues": "released", "endpoint": "127.0.0.1:8000"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [("a/b", "a b"), ("Qwen/Q-72B", "Qwen_Q-72B"), ("判定", "심사"), ("x" * 300, "x" * 300 + "y")],
+)
+def test_names_that_once_shared_a_folder_do_not(a: str, b: str) -> None:
+    sa, sb = judge_slug(_setup(judge=a)), judge_slug(_setup(judge=b))
+    assert sa != sb
+    for s in (sa, sb):
+        assert s.isascii() and len(s) <= 100 and "/" not in s
+
+
+@pytest.mark.parametrize(("key", "value"), [("protocol", "official"), ("alpha", 0.3), ("endpoint", "judge.local"),
+                                            ("audio_clues", "live")])  # fmt: skip
+def test_every_part_of_the_setup_is_in_the_name(key: str, value: Any) -> None:
+    one = _setup(judge="gpt-4o")
+    other = {**one, key: value}
+    assert judge_slug(one) != judge_slug(other)
+    assert judge_slug(one) == judge_slug(dict(reversed(list(one.items()))))  # order does not matter
+    assert judge_slug(one).startswith("judge=gpt-4o,step=gpt-4.1-")
+
+
+def test_the_setup_resolves_defaults_and_records_no_key() -> None:
+    env = {"OPENAI_API_KEY": "sk-secret-123456", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "EMO_JUDGE": "api"}
+    setup = judge_setup(env, ["mme_emotion_sample_er_lab"])
+    assert setup["models"] == {"step": "gpt-4.1-2025-04-14", "judge": "gpt-4o-2024-11-20"}
+    assert setup["protocol"] and setup["alpha"] == 0.5 and setup["endpoint"] == "127.0.0.1:9"
+    assert "sk-secret" not in repr(setup)
+    assert (
+        judge_setup({**env, "EMO_MME_AUDIO_CLUES": "live", "EMO_AUDIO_MODEL": "qa"}, ["mme_emotion_er_lab"])["models"][
+            "audio"
+        ]
+        == "qa"
+    )
+    assert judge_slug(judge_setup({"EMO_JUDGE": "offline"}, ["mvei"])).startswith("offline-")
+    assert judge_slug(judge_setup(env, ["mvei"])).startswith("no-judge-")
+
+
+def _plan(ids: list[int], n_docs: int = 16) -> TaskPlan:
+    samples = [LoggedSample(i, "a", "t", "p", line=n) for n, i in enumerate(ids, start=1)]
+    return TaskPlan("mvei_sample", None, None, {}, samples, [{}] * n_docs, answers_file=Path("log.jsonl"))  # type: ignore[arg-type]
+
+
+def test_rows_each_once_and_all_of_them() -> None:
+    check_rows(_plan(list(range(16))), {"original": 16, "effective": 16})
+    check_rows(_plan(list(range(4))), {"original": 16, "effective": 4})  # --limit 4
+    with pytest.raises(StageRefused, match=r"holds 1 row\(s\) twice: doc_id 3 \(lines 4 and 17\)"):
+        check_rows(_plan([*range(16), 3]), {"original": 16, "effective": 16})
+    with pytest.raises(StageRefused, match=r"holds 14 of the 16 rows .*missing doc_id 7, 9\)"):
+        check_rows(_plan([i for i in range(16) if i not in (7, 9)]), {"effective": 16})
+    with pytest.raises(StageRefused, match="records no n-samples"):
+        check_rows(_plan(list(range(16))), None)
+    plan = _plan([i for i in range(16) if i != 7])
+    check_rows(plan, {"effective": 16}, partial=True)
+    assert plan.missing == [7] and plan.n_expected == 16
+    with pytest.raises(StageRefused, match="twice"):  # --partial never accepts duplicates
+        check_rows(_plan([1, 1]), {"effective": 16}, partial=True)
