@@ -4,6 +4,7 @@
                     [--judge-model M] [--step-model S] [--audio-model A] [--multiemo-judge]
                     [--dry-run [--price MODEL=IN/OUT ...]]
     emo-tasks export RUN_DIR --format mme-official|mvei-official|multiemo-table --out DIR [--model-name NAME]
+                     [--run NAME_OR_PATH] [--force]
     emo-tasks report RUN_DIR... [--run NAME_OR_PATH] [--format md|csv|json] [--out FILE] [--plot FILE.png]
                      [--resamples N] [--seed S]
     emo-tasks compare BASE_RUN NEW_RUN [--metric M ...] [--max-drop X] [--alpha 0.05] [--force]

@@ -1,5 +1,14 @@
-"""`emo-tasks export RUN_DIR --format F --out DIR [--model-name NAME]`: a run in the file formats the benchmark
-authors' own scripts read, so a leaderboard submission can be re-scored by them, unchanged.
+"""`emo-tasks export RUN_DIR --format F --out DIR [--model-name NAME] [--run NAME_OR_PATH] [--force]`: a run in the
+file formats the benchmark authors' own scripts read, so a leaderboard submission can be re-scored by them,
+unchanged.
+
+An export never mixes runs: the run is picked by the project's one rule (`report.load_run`, strict: a folder
+holding several runs needs --run), the MME-Emotion judge log of a task is the newest one that is that run's (its
+answers and counts), and --out must be new or empty; `--force` replaces an earlier export there by removing
+exactly the files its provenance.json lists (and refuses when anything else is in the folder).  The export is
+written into a hidden folder beside --out and moved into place once complete.  Exit codes (`EXIT_CODES`): 0
+exported; 2 refused (no run, or several and none picked; --out not empty without --force; the run not judged yet;
+only another run's judge logs); 3 error (a bad argument, malformed input, a crash), always one line on stderr.
 
 Every export folder holds `provenance.json` (see `provenance`), `summary.json` and `README.md`, plus the format's
 files below.  Numbers are computed by our reimplementation of the authors' rules (`official_mme_metrics`,
@@ -67,20 +76,28 @@ provenance.json (every format)
 `{"schema": "emo-tasks-export/1", "format", "generated_by", "emo_tasks_version", "lmms_eval_version", "model",
 "model_args", "model_name", "run_dir", "results_file", "date", "tasks": {<lmms-eval task>: {"data_hash",
 "n_scored", "n_failed", "prompt_hashes", "judge_models", "api_models", "alpha", "judge_protocol",
-"judge_mode"}}, "metrics": {task: {metric: {value, ci_low, ci_high, n}}}}` (`data_hash`: sha256[:16] over the
-sorted (doc_id, target) of the task's sample log, `report.data_hash`; judge fields from the MME `_summary.json`,
-None for other benchmarks; CIs from the report's bootstrap).
+"judge_mode"}}, "metrics": {task: {metric: {value, ci_low, ci_high, n}}}, "files": [str]}` (`data_hash`:
+sha256[:16] over the sorted (doc_id, target) of the task's sample log, `report.data_hash`; judge fields from the
+MME `_summary.json`, None for other benchmarks; CIs from the report's bootstrap; `files`: every file the export
+wrote, relative POSIX paths, provenance.json included, the list `summary.json` "files" repeats and a later
+`--force` removes).
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import csv
 import io
 import json
+import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
-from typing import Any
+import secrets
+import shutil
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path, PurePosixPath
+from typing import Any, NoReturn
 
 FORMATS = ("mme-official", "mvei-official", "multiemo-table")
 SCHEMA = "emo-tasks-export/1"
@@ -158,6 +175,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "date": (str, int, float, type(None)),
         "tasks": dict,
         "metrics": dict,
+        "files": list,
     },
     "provenance_task": {
         "data_hash": _STR_OR_NONE,
@@ -205,7 +223,18 @@ _FRACTION = re.compile(r":\s*(\d+)/(\d+)")
 
 
 class ExportError(Exception):
-    """An export that cannot be made (the message says why and what to do)."""
+    """An export that cannot be made (the message says why and what to do): exit 3."""
+
+
+class ExportRefused(ExportError):
+    """An export refused rather than failed (exit 2): the run is not judged yet, the folder holds several runs and
+    none was picked, or --out holds something an export must not overwrite."""
+
+
+EXIT_OK, EXIT_REFUSED, EXIT_ERROR = 0, 2, 3
+#: Files every export writes beside its format's own.
+COMMON_FILES = ("provenance.json", "summary.json", "README.md")
+_NAME_MAX = 255  # bytes of one path component (ext4, xfs, btrfs, APFS)
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -215,32 +244,237 @@ def _write_json(path: Path, data: Any) -> Path:
     return path
 
 
-def _load(run_dir: str | Path) -> Any:
-    from emo_tasks.report import ReportError, label_runs, load_run
+def _load(run_dir: str | Path, pick: str | None = None) -> Any:
+    """The run by the project's one run-picking rule (`report.load_run`, strict): a folder holding several runs
+    and no --run is refused, so an export never takes a run nobody chose."""
+    from emo_tasks.report import InputError, ReportError, label_runs, load_run
 
+    if not Path(run_dir).exists():
+        raise ExportError(f"{run_dir}: no such run folder")  # a bad argument (3), not a refusal
     try:
-        run = load_run(run_dir)
-    except ReportError as exc:
+        run = load_run(run_dir, pick, strict=True)
+    except InputError as exc:
         raise ExportError(str(exc)) from exc
+    except ReportError as exc:
+        msg = str(exc)
+        if "--base-run" in msg and "--run " not in msg:  # the message names compare's options only
+            msg += " (export: --run NAME_OR_PATH)"
+        raise ExportRefused(msg) from exc
     label_runs([run])
     return run
 
 
-def _run_task_log(run_dir: str | Path, title: str, tasks: tuple[str, ...]) -> tuple[Any, str, Path]:
-    """The run, which of `tasks` it has, and that task's sample log (the answers); an ExportError saying what is
-    missing otherwise."""
+def _not_judged(run_dir: str | Path, what: str) -> ExportRefused:
+    """The one message of every format for a run whose answers were saved but not judged yet."""
+    return ExportRefused(f"{run_dir}: not judged yet ({what}); run `emo-tasks judge {run_dir}` first, then export it")
+
+
+def _run_task_log(
+    run_dir: str | Path, title: str, tasks: tuple[str, ...], metric: str, pick: str | None = None
+) -> tuple[Any, str, Path]:
+    """The run, which of `tasks` it has, and that task's sample log (the answers); ExportRefused when the task was
+    not judged (its results hold no `metric`: a --predict_only run), an ExportError saying what is missing
+    otherwise."""
     from emo_tasks.datafiles import sample_log
 
-    run = _load(run_dir)
+    run = _load(run_dir, pick)
     task = next((t for t in tasks if t in run.results), None)
     if task is None:
         raise ExportError(f"{run_dir}: no {title} task ({', '.join(tasks)}) in {run.results_file.name}")
+    if not run.has(task, metric):
+        raise _not_judged(run_dir, f"{run.results_file.name} holds no {title} metrics for {task}: a --predict_only run")
     log = sample_log(run.path, run.results_file, task)
     if log is None:
         raise ExportError(
             f"{run_dir}: no sample log *_samples_{task}.jsonl (the answers); rerun lmms-eval with --log_samples"
         )
     return run, task, log
+
+
+def _model_name(run: Any, model_name: str | None) -> str:
+    """--model-name, or the run's model when it was not given; an empty one is an error, never the default."""
+    if model_name is None:
+        return _default_name(run)
+    if not model_name.strip():
+        raise ExportError(f"--model-name {model_name!r} is empty; give a name or leave the option out")
+    return model_name
+
+
+# ------------------------------------------------------------------------------------------------ the export folder
+#: Why --out gets this care: an export is zipped and sent as is, so a file of an earlier export left beside the
+#: new one (another model name, another task set) would be submitted with it, and a half-written export would be
+#: taken for a whole one.  So: a non-empty --out is refused unless --force, --force removes only the files an
+#: earlier export listed (provenance.json / summary.json "files"), and every export is written into a hidden
+#: folder beside --out and moved into place only once complete.
+
+
+def _posix_rel(name: Any) -> str | None:
+    """A listed file name as a relative path inside the export folder; None for anything that would leave it."""
+    if not isinstance(name, str) or not name or "\\" in name:
+        return None
+    p = PurePosixPath(name)
+    if p.is_absolute() or any(part in ("", ".", "..") for part in p.parts) or str(p) != name:
+        return None
+    return name
+
+
+def files_under(folder: Path) -> list[str]:
+    """Every entry of `folder` that is not a directory (files, symlinks), as sorted relative POSIX paths."""
+    found = []
+    for top, dirs, files in os.walk(folder):
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(top, d))]:
+            found.append(Path(top, name).relative_to(folder).as_posix())
+    return sorted(found)
+
+
+def previous_export_files(out: Path) -> list[str] | None:
+    """The files an earlier export in `out` says it wrote (provenance.json "files", else summary.json "files",
+    which older exports have), only those inside `out`; None when neither file is a readable listing."""
+    for name in ("provenance.json", "summary.json"):
+        try:
+            listed = json.loads((out / name).read_text(encoding="utf-8")).get("files")
+        except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+            continue
+        if isinstance(listed, list):
+            return sorted({r for r in map(_posix_rel, listed) if r is not None})
+    return None
+
+
+def _few(names: Sequence[str], n: int = 3) -> str:
+    shown = ", ".join(names[:n])
+    return shown + (f" and {len(names) - n} more" if len(names) > n else "")
+
+
+def files_to_replace(out: Path) -> list[str]:
+    """What --force may remove from `out`: the files of an earlier export there.  ExportRefused when `out` holds
+    any file no export listed (naming a few): --force replaces an export, never someone's other files."""
+    present = files_under(out)
+    if not present:
+        return []
+    listed = previous_export_files(out)
+    if listed is None:
+        raise ExportRefused(
+            f"--out {out} holds files no export wrote ({_few(present)}) and no export listing (provenance.json); "
+            "--force only replaces an earlier export: choose an empty or new folder"
+        )
+    others = [f for f in present if f not in set(listed)]
+    if others:
+        raise ExportRefused(
+            f"--out {out} holds files no export wrote ({_few(others)}); --force only replaces an earlier export: "
+            "move them away or choose an empty or new folder"
+        )
+    return present
+
+
+def remove_listed(out: Path, files: Iterable[str]) -> list[str]:
+    """Delete exactly the listed files of `out` (names that would leave it are ignored) and the folders their
+    removal leaves empty, never `out` itself; returns what was removed."""
+    removed = []
+    for rel in sorted({r for r in map(_posix_rel, files) if r is not None}):
+        path = out / rel
+        if not (path.is_symlink() or path.is_file()):
+            continue
+        path.unlink()
+        removed.append(rel)
+        parent = path.parent
+        while parent != out and out in parent.parents:
+            try:
+                parent.rmdir()
+            except OSError:  # not empty: something else is still in it
+                break
+            parent = parent.parent
+    return removed
+
+
+def check_out(out: Path) -> None:
+    """--out must be usable as a folder: not a file, not below a file, no name longer than the file system takes,
+    writable.  An ExportError (a bad argument, exit 3) naming the problem otherwise."""
+    for part in out.parts:
+        if len(os.fsencode(part)) > _NAME_MAX:
+            raise ExportError(f"--out {out}: the name {part[:32]}... is longer than {_NAME_MAX} bytes")
+    try:
+        if out.exists() and not out.is_dir():
+            raise ExportError(f"--out {out} is an existing file; name a folder")
+        ancestor = out
+        while not ancestor.exists():
+            if ancestor.is_symlink():
+                raise ExportError(f"--out {out}: {ancestor} is a broken symbolic link")
+            ancestor = ancestor.parent
+        if not ancestor.is_dir():
+            raise ExportError(f"--out {out}: {ancestor} is a file, not a folder")
+        if not os.access(ancestor, os.W_OK | os.X_OK):
+            raise ExportError(f"--out {out}: {ancestor} is not writable")
+    except OSError as exc:
+        raise ExportError(f"--out {out}: {exc.strerror or exc}") from exc
+
+
+def _check_target(out: Path, force: bool) -> None:
+    """Refuse (exit 2) a non-empty --out without --force, and with --force one holding files no export wrote."""
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    if not force:
+        raise ExportRefused(
+            f"--out {out} is not empty; use --force to replace the earlier export in it, or choose a new folder"
+        )
+    files_to_replace(out)
+
+
+@contextlib.contextmanager
+def staged(out_dir: str | Path, force: bool = False) -> Iterator[Path]:
+    """A hidden folder beside `out_dir` to write the export into; on success the export replaces `out_dir` (the
+    earlier export there, with --force), on any failure it is deleted with the folders made for it and `out_dir`
+    is left as it was."""
+    out = Path(out_dir)
+    check_out(out)
+    if out.is_symlink():  # a link to a folder: the export goes into that folder, the link stays
+        out = out.resolve()
+    _check_target(out, force)
+    made = []
+    parent = out.parent
+    while not parent.exists():
+        made.append(parent)
+        parent = parent.parent
+    stage: Path | None = None
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(100):
+            candidate = out.parent / f".emo-export-{secrets.token_hex(4)}"
+            try:
+                candidate.mkdir()
+            except FileExistsError:
+                continue
+            stage = candidate
+            break
+        if stage is None:
+            raise ExportError(f"--out {out}: no staging folder could be made beside it")
+        yield stage
+        _commit(stage, out, force)
+    except OSError as exc:
+        raise ExportError(f"--out {out}: {exc.strerror or exc} ({exc.filename or out})") from exc
+    finally:
+        if stage is not None and stage.exists():
+            shutil.rmtree(stage, ignore_errors=True)
+        if not out.exists():
+            for folder in made:  # innermost first
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
+
+
+def _commit(stage: Path, out: Path, force: bool) -> None:
+    """Move a complete export into `out`: one rename when `out` is new or empty (the export appears whole), else,
+    after removing the earlier export (--force, checked again now), file by file."""
+    written = files_under(stage)
+    if out.is_dir() and any(out.iterdir()):
+        _check_target(out, force)
+        remove_listed(out, files_to_replace(out))
+    if not out.exists() or not any(out.iterdir()):
+        os.replace(stage, out)
+        return
+    for rel in written:
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(stage / rel, out / rel)
 
 
 def safe_name(model_name: str) -> str:
@@ -265,8 +499,11 @@ def _num(x: Any) -> float | None:
 
 
 # ------------------------------------------------------------------------------------------------ provenance
-def provenance(run: Any, fmt: str, model_name: str, tasks: Iterable[str], resamples: int = 200) -> dict[str, Any]:
-    """The provenance block of an export (schema in the module docstring)."""
+def provenance(
+    run: Any, fmt: str, model_name: str, tasks: Iterable[str], resamples: int = 200, files: Iterable[str] = ()
+) -> dict[str, Any]:
+    """The provenance block of an export (schema in the module docstring); `files`: every file the export wrote,
+    relative to its folder (what a later --force export may remove)."""
     from emo_tasks import __version__
     from emo_tasks.report import lmms_eval_version, metric_rows
 
@@ -311,6 +548,7 @@ def provenance(run: Any, fmt: str, model_name: str, tasks: Iterable[str], resamp
         "date": run.data.get("date"),
         "tasks": per_task,
         "metrics": metrics,
+        "files": sorted(files),
     }
 
 
@@ -419,24 +657,42 @@ def _matches(official: Mapping[str, Any], project: Mapping[str, Any]) -> bool:
 
 
 def _mme_rows(run: Any) -> dict[str, tuple[str, list[dict[str, Any]], dict[str, Any]]]:
-    """Official key -> (lmms-eval leaf task, its judge-log rows in row order, its summary)."""
+    """Official key -> (lmms-eval leaf task, its judge-log rows in row order, its summary).  The log of a task is
+    the newest one of the run's emo_tasks_judge/ that is this run's (`_not_this_runs`); ExportRefused when the
+    folder holds judge logs of the task and none is."""
     from emo_tasks.datafiles import read_jsonl_rows
     from emo_tasks.mme_emotion.protocol import spec_for
-    from emo_tasks.mme_emotion.results import TITLES, judge_logs
+    from emo_tasks.mme_emotion.results import TITLES, all_judge_logs
 
-    logs = judge_logs(run.path)
+    logs = all_judge_logs(run.path)
     found: dict[str, tuple[str, list[dict[str, Any]], dict[str, Any]]] = {}
     for task in run.results:
         if task not in TITLES or task not in logs:
             continue
         key = TITLES[task]
         base = spec_for(key).task
-        try:
-            rows = [r for r in read_jsonl_rows(logs[task]) if spec_for(r["task"]).task == base]
-        except (OSError, ValueError, KeyError) as exc:
-            raise ExportError(f"{logs[task]}: not a readable MME-Emotion judge log ({exc})") from exc
-        rows.sort(key=lambda r: int(r["row"]))
-        summary_file = logs[task].with_name(logs[task].name[: -len("_judge.jsonl")] + "_summary.json")
+        chosen, why_not = None, []
+        for log in logs[task]:
+            try:
+                rows = [r for r in read_jsonl_rows(log) if spec_for(r["task"]).task == base]
+                rows.sort(key=lambda r: int(r["row"]))
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                if log == logs[task][0]:  # the newest log unreadable: an error, as before
+                    raise ExportError(f"{log}: not a readable MME-Emotion judge log ({exc})") from exc
+                continue
+            reason = _not_this_runs(run, task, rows)
+            if reason is None:
+                chosen = (log, rows)
+                break
+            why_not.append(f"{log.name}: {reason}")
+        if chosen is None:
+            raise ExportRefused(
+                f"{run.path}: no judge log of {task} is of this run ({run.results_file.name}), they are of another "
+                f"run: {'; '.join(why_not[:2])}; export the run they belong to (--run), or judge this run "
+                "(`emo-tasks judge`) and export its judged results"
+            )
+        log, rows = chosen
+        summary_file = log.with_name(log.name[: -len("_judge.jsonl")] + "_summary.json")
         summary = json.loads(summary_file.read_text(encoding="utf-8")) if summary_file.exists() else {}
         if key in found:
             raise ExportError(
@@ -446,32 +702,76 @@ def _mme_rows(run: Any) -> dict[str, tuple[str, list[dict[str, Any]], dict[str, 
     return found
 
 
+def _not_this_runs(run: Any, task: str, rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """Why judge-log rows are not this run's (None: they are).  Why it matters: a folder's emo_tasks_judge/ can
+    hold judge logs of several runs, and rows judged for another run must never be exported as this one's.  The
+    rows must hold the answers of the run's sample log, row by row, and agree with the counts its results file
+    states (n_scored, n_judge_failed); what the run does not record is not compared."""
+    from emo_tasks.datafiles import read_jsonl_rows, sample_log
+
+    for metric, statuses in (("n_scored", ("scored", "offline")), ("n_judge_failed", ("judge_failed",))):
+        want = run.value(task, metric)
+        have = sum(1 for r in rows if r.get("status") in statuses)
+        if want is not None and int(want) != have:
+            return f"{have} rows {metric}, the run's results say {int(want)}"
+    sample = sample_log(run.path, run.results_file, task)
+    if sample is None:
+        return None
+    ours: dict[int, Any] = {}
+    for line in read_jsonl_rows(sample):
+        rec = next((v for v in line.values() if isinstance(v, dict) and "row" in v and "answer" in v), None)
+        if rec is None:
+            return None
+        ours[int(rec["row"])] = rec["answer"]
+    theirs = {int(r["row"]): r.get("answer") for r in rows}
+    if ours and ours != theirs:
+        n = sum(ours.get(k) != theirs.get(k) for k in set(ours) | set(theirs))
+        return f"{n} of {len(ours)} rows differ from the answers of its sample log {sample.name}"
+    return None
+
+
 def _rule_differs(row: Mapping[str, Any], rule: str) -> bool:
     ours = [0.0 if int(d) == 0 else int(n) / int(d) for n, d in row.get("ratings") or []]
     return official_ratings(row.get("judge_text"), rule) != ours
 
 
-def export_mme_official(run_dir: str | Path, out_dir: str | Path, model_name: str | None = None) -> Path:
-    """The official MME-Emotion tree of a judged run (formats in the module docstring); returns `out_dir`."""
-    from emo_tasks.mme_emotion.results import GROUPS
+def export_mme_official(
+    run_dir: str | Path,
+    out_dir: str | Path,
+    model_name: str | None = None,
+    *,
+    pick: str | None = None,
+    force: bool = False,
+) -> Path:
+    """The official MME-Emotion tree of a judged run (formats in the module docstring); returns `out_dir`.
+    `pick`: the results file to use when RUN_DIR holds several (--run); `force`: replace an earlier export."""
+    from emo_tasks.mme_emotion.results import GROUPS, TITLES
 
-    run = _load(run_dir)
+    run = _load(run_dir, pick)
+    mme_tasks = [t for t in run.results if t in TITLES]
+    if not mme_tasks:
+        raise ExportError(f"{run_dir}: no MME-Emotion task in {run.results_file.name}")
     found = _mme_rows(run)
     if not found:
-        raise ExportError(
-            f"{run_dir}: no MME-Emotion task with a judge log (emo_tasks_judge/*_judge.jsonl); judge the run first "
-            "(`emo-tasks judge RUN_DIR`, or lmms-eval with --output_path and the judge on)"
-        )
+        raise _not_judged(run_dir, "no MME-Emotion judge log, emo_tasks_judge/*_judge.jsonl, for its tasks")
     modes = {key: s.get("judge_mode") for key, (_t, _r, s) in found.items()}
     if not any(r.get("status") == "scored" for _t, rows, _s in found.values() for r in rows):
+        if all(r.get("status") == "offline" for _t, rows, _s in found.values() for r in rows):
+            raise _not_judged(run_dir, f"no sample was scored by a judge: judge mode {modes}")
         raise ExportError(f"{run_dir}: no sample was scored by a judge (judge mode {modes}); nothing to submit")
-    name = model_name or _default_name(run)
+    name = _model_name(run, model_name)
     stem = safe_name(name)
-    out = Path(out_dir)
     alphas = {float(s.get("alpha", 0.5)) for _t, _r, s in found.values()}
     if len(alphas) != 1:
         raise ExportError(f"{run_dir}: the tasks were judged with different alphas {sorted(alphas)}")
     alpha = alphas.pop()
+    with staged(out_dir, force) as out:
+        _write_mme(out, run, name, stem, alpha, found, GROUPS)
+    return Path(out_dir)
+
+
+def _write_mme(out: Path, run: Any, name: str, stem: str, alpha: float, found: Mapping[str, Any], groups: Any) -> None:
+    """Write the MME-Emotion tree into `out` (the staging folder)."""
     files: list[str] = []
     failures: list[dict[str, Any]] = []
     tasks: dict[str, Any] = {}
@@ -510,14 +810,14 @@ def export_mme_official(run_dir: str | Path, out_dir: str | Path, model_name: st
             out / "eval_cot" / key / "results" / f"{prefix}_{stem}_eval.json": entries,
         }
         for path, data in written.items():
-            files.append(str(_write_json(path, data).relative_to(out)))
+            files.append(_write_json(path, data).relative_to(out).as_posix())
         rename = ER_WILD_CATEGORIES if key == "ER-Wild" else None
         stats = official_mme_metrics(entries, "fraction", alpha, rename)  # the project's rule: its numbers
         script = official_mme_metrics(entries, rule, alpha, rename)  # what the unchanged per-task script prints
         metrics_file = out / "eval_cot" / key / "metrics" / "results" / f"{prefix}_{stem}_metrics.txt"
         metrics_file.parent.mkdir(parents=True, exist_ok=True)
         metrics_file.write_text(render_metrics(name, alpha, stats, categories=rule == "digit"), encoding="utf-8")
-        files.append(str(metrics_file.relative_to(out)))
+        files.append(metrics_file.relative_to(out).as_posix())
         official, project = _pct(stats), _project(run, task)
         tasks[key] = {
             "lmms_eval_task": task,
@@ -534,8 +834,8 @@ def export_mme_official(run_dir: str | Path, out_dir: str | Path, model_name: st
     overall_file = out / "eval_cot" / "Overall" / "metrics" / "results" / f"Overall_{stem}_metrics.txt"
     overall_file.parent.mkdir(parents=True, exist_ok=True)
     overall_file.write_text(render_metrics(name, alpha, overall_stats, categories=False), encoding="utf-8")
-    files.append(str(overall_file.relative_to(out)))
-    group = next((g for g in GROUPS if g in run.results), None)
+    files.append(overall_file.relative_to(out).as_posix())
+    group = next((g for g in groups if g in run.results), None)
     overall_project = _project(run, group) if group else None
     overall = {
         "lmms_eval_task": group,
@@ -544,11 +844,10 @@ def export_mme_official(run_dir: str | Path, out_dir: str | Path, model_name: st
         "matches_project": bool(overall_project) and _matches(_pct(overall_stats), overall_project),
         "complete": len(tasks) == len(OFFICIAL_TASKS),
     }
-    files.append(str(_write_json(out / "judge_failures.json", failures).relative_to(out)))
+    files.append(_write_json(out / "judge_failures.json", failures).relative_to(out).as_posix())
     summary = {"format": "mme-official", "model_name": name, "alpha": alpha, "tasks": tasks, "overall": overall}
     leaf = [t for t, _r, _s in found.values()]
     _finish(out, run, "mme-official", name, leaf, summary, files, _mme_readme(name, summary, len(failures)))
-    return out
 
 
 def _f(x: Any) -> str:
@@ -679,11 +978,20 @@ def _mvei_docs(run: Any, task: str) -> dict[int, dict[str, Any]]:
         return {}
 
 
-def export_mvei_official(run_dir: str | Path, out_dir: str | Path, model_name: str | None = None) -> Path:
-    """EmObserver's `Std_MVEI_results.json` from a run's sample log; returns the file's path."""
+def export_mvei_official(
+    run_dir: str | Path,
+    out_dir: str | Path,
+    model_name: str | None = None,
+    *,
+    pick: str | None = None,
+    force: bool = False,
+) -> Path:
+    """EmObserver's `Std_MVEI_results.json` from a run's sample log; returns the file's path.  `pick`, `force`:
+    as `export_mme_official`."""
     from emo_tasks.datafiles import read_jsonl_rows
 
-    run, task, log = _run_task_log(run_dir, "MVEI", ("mvei", "mvei_sample"))
+    run, task, log = _run_task_log(run_dir, "MVEI", ("mvei", "mvei_sample"), "acc_total", pick)
+    name = _model_name(run, model_name)
     docs = _mvei_docs(run, task)
     notes = [] if docs else ["the run's data could not be loaded now: image_path and prompt are null"]
     data: dict[str, Any] = {}
@@ -703,9 +1011,6 @@ def export_mvei_official(run_dir: str | Path, out_dir: str | Path, model_name: s
             "other_info": {"statement_meta": {"class": rec["dimension"]}},
             "generations": ["" if g is None else str(g) for g in gens],
         }
-    out = Path(out_dir)
-    path = _write_json(out / MVEI_FILE, data)
-    name = model_name or _default_name(run)
     official = official_mvei_metrics(data)
     project = {k: _num(v) for k, v in (run.results.get(task) or {}).items() if "," in k and "stderr" not in k}
     project = {k.split(",")[0]: v for k, v in project.items()}
@@ -719,8 +1024,10 @@ def export_mvei_official(run_dir: str | Path, out_dir: str | Path, model_name: s
         "project_majority": project,
         "notes": notes,
     }
-    _finish(out, run, "mvei-official", name, [task], summary, [MVEI_FILE], _mvei_readme(name, summary))
-    return path
+    with staged(out_dir, force) as out:
+        _write_json(out / MVEI_FILE, data)
+        _finish(out, run, "mvei-official", name, [task], summary, [MVEI_FILE], _mvei_readme(name, summary))
+    return Path(out_dir) / MVEI_FILE
 
 
 def _mvei_readme(name: str, summary: Mapping[str, Any]) -> str:
@@ -755,14 +1062,22 @@ def _mvei_readme(name: str, summary: Mapping[str, Any]) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ MultiEmo
-def export_multiemo_table(run_dir: str | Path, out_dir: str | Path, model_name: str | None = None) -> Path:
+def export_multiemo_table(
+    run_dir: str | Path,
+    out_dir: str | Path,
+    model_name: str | None = None,
+    *,
+    pick: str | None = None,
+    force: bool = False,
+) -> Path:
     """Per-image CSV (8 predicted scores, votes, dominant sets) and the paper-style metrics table; returns the
-    CSV's path."""
+    CSV's path.  `pick`, `force`: as `export_mme_official`."""
     from emo_tasks.datafiles import read_jsonl_rows
     from emo_tasks.multiemo import scoring
     from emo_tasks.multiemo.results import reference_images
 
-    run, task, log = _run_task_log(run_dir, "MultiEmo-Bench", ("multiemo", "multiemo_sample"))
+    run, task, log = _run_task_log(run_dir, "MultiEmo-Bench", ("multiemo", "multiemo_sample"), "precision_ours", pick)
+    name = _model_name(run, model_name)
     images: dict[str, dict[str, Any]] = {}
     ref: dict[str, dict[str, Any]] | None = None
     for line in read_jsonl_rows(log):
@@ -783,8 +1098,6 @@ def export_multiemo_table(run_dir: str | Path, out_dir: str | Path, model_name: 
                 raise ExportError(f"image {rec['image_id']!r} of the run is not in the MultiEmo data loaded now")
         img = images.setdefault(rec["image_id"], {"doc": doc, "scores": {}})
         img["scores"][rec["emotion"]] = rec.get("predicted_score")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     emotions = scoring.EMOTIONS
@@ -806,16 +1119,12 @@ def export_multiemo_table(run_dir: str | Path, out_dir: str | Path, model_name: 
             [image_id, *("" if s is None else s for s in scores), *votes, img["doc"]["n_annotators"],
              img["doc"]["original_label"], pred, gold]
         )  # fmt: skip
-    csv_path = out / "multiemo_images.csv"
-    csv_path.write_text(buf.getvalue(), encoding="utf-8")
     metrics = {m.name: run.value(task, m.name) for m in scoring.TABLE.metrics}
     table = ["| metric | value |", "|---|---|"]
     for m in scoring.TABLE.metrics:
         v = metrics[m.name]
         table.append(f"| {getattr(m, 'title', None) or m.name} | {'n/a' if v is None else f'{v:.4g}'} |")
-    name = model_name or _default_name(run)
     md = f"# MultiEmo-Bench: {name} ({task})\n\n" + "\n".join(table) + "\n"
-    (out / "multiemo_metrics.md").write_text(md, encoding="utf-8")
     summary = {
         "format": "multiemo-table",
         "model_name": name,
@@ -828,8 +1137,12 @@ def export_multiemo_table(run_dir: str | Path, out_dir: str | Path, model_name: 
         "Provenance: `provenance.json`.\n\n## Submitting to a leaderboard\n\nMultiEmo-Bench has no submission "
         "script: send both files and `provenance.json` for a comparison with the paper's table.\n"
     )
-    _finish(out, run, "multiemo-table", name, [task], summary, ["multiemo_images.csv", "multiemo_metrics.md"], readme)
-    return csv_path
+    files = ["multiemo_images.csv", "multiemo_metrics.md"]
+    with staged(out_dir, force) as out:
+        (out / files[0]).write_text(buf.getvalue(), encoding="utf-8")
+        (out / files[1]).write_text(md, encoding="utf-8")
+        _finish(out, run, "multiemo-table", name, [task], summary, files, readme)
+    return Path(out_dir) / files[0]
 
 
 # ------------------------------------------------------------------------------------------------ common end
@@ -843,11 +1156,16 @@ def _finish(
     files: list[str],
     readme: str,
 ) -> None:
-    prov = provenance(run, fmt, name, tasks)
-    _write_json(out / "provenance.json", prov)
-    summary = {**summary, "files": sorted([*files, "provenance.json", "summary.json", "README.md"])}
-    _write_json(out / "summary.json", summary)
+    """Write summary.json, README.md and provenance.json, which lists every file of the export (relative paths):
+    the list a later `--force` export removes.  The list is checked against the folder, so a file an exporter
+    wrote and forgot to list fails here, before the export is moved into place."""
+    listed = sorted({*files, *COMMON_FILES})
+    _write_json(out / "summary.json", {**summary, "files": listed})
     (out / "README.md").write_text(readme, encoding="utf-8")
+    _write_json(out / "provenance.json", provenance(run, fmt, name, tasks, files=listed))
+    on_disk = files_under(out)
+    if on_disk != listed:
+        raise ExportError(f"internal error: the export wrote {on_disk} but lists {listed}")
 
 
 EXPORTERS = {
@@ -856,43 +1174,93 @@ EXPORTERS = {
     "multiemo-table": export_multiemo_table,
 }
 
+EXIT_CODES = (
+    "Exit codes: 0 exported; 2 refused (RUN_DIR holds no run, or several and none picked with --run; --out is not "
+    "empty and --force was not given, or holds files no export wrote; the run is not judged yet: run `emo-tasks "
+    "judge RUN_DIR` first; the folder holds only another run's MME-Emotion judge logs); 3 error (a bad argument: "
+    "RUN_DIR missing, --out unusable, an empty --model-name; malformed input; a crash). Every failure is one line "
+    "on stderr, never a traceback."
+)
+
+
+class _ExportParser(argparse.ArgumentParser):
+    """The `export` subcommand's parser: a usage error is a bad argument, exit 3 as documented (argparse's own
+    code, 2, means "refused" here), and unknown arguments are its usage errors too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {_one_line(message)} (see --help)\n")
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
 
 def add_parser(sub: Any) -> Any:
     """The `export` subcommand's arguments (kept beside the exporters they feed)."""
-    x = sub.add_parser("export", help="write a run in the benchmark authors' own formats (leaderboard submission)")
+    x = sub.add_parser(
+        "export",
+        help="write a run in the benchmark authors' own formats (leaderboard submission)",
+        description="Write one run in the benchmark authors' own file formats, into a folder of its own (see "
+        "docs/export.md). The run is chosen as every command chooses it; a folder holding several runs needs "
+        "--run. The export is written beside --out and moved into place only when complete. " + EXIT_CODES,
+    )
+    x.__class__ = _ExportParser  # the subparsers action makes a plain ArgumentParser
     x.add_argument("run", metavar="RUN_DIR", help="lmms-eval --output_path folder (judged, for mme-official)")
-    x.add_argument("--format", required=True, choices=("mme-official", "mvei-official", "multiemo-table"))
-    x.add_argument("--out", required=True, metavar="DIR", help="folder to write the export into")
+    x.add_argument("--format", required=True, choices=FORMATS)
+    x.add_argument("--out", required=True, metavar="DIR", help="folder to write the export into (new or empty)")
     x.add_argument(
         "--model-name",
         dest="model_name",
         default=None,
         help="name in the file names and metrics files (default: the model_version/pretrained of the run)",
     )
-
+    x.add_argument(
+        "--run",
+        dest="pick",
+        metavar="NAME_OR_PATH",
+        default=None,
+        help="the results file to export when RUN_DIR holds several (a path, or a part of its path below RUN_DIR, "
+        "e.g. a date stamp or judged/<judge>)",
+    )
+    x.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the earlier export in --out: removes only the files its provenance.json lists, and refuses "
+        "when --out holds any other file",
+    )
     return x
 
 
-def main_export(args: Any) -> int:
-    """`emo-tasks export RUN_DIR --format F --out DIR [--model-name NAME]`: 0 on success, 3 with a message on
-    stderr when the export cannot be made.  `args`: run, format, out, model_name."""
-    import sys
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
 
+
+def main_export(args: Any) -> int:
+    """`emo-tasks export RUN_DIR --format F --out DIR [--model-name NAME] [--run NAME_OR_PATH] [--force]`: the exit
+    code (EXIT_CODES), with a one-line message on stderr whenever it is not 0.  `args`: run, format, out,
+    model_name, pick, force (the last two optional)."""
     fmt = getattr(args, "format", None)
     if fmt not in EXPORTERS:
-        print(f"emo-tasks export: --format must be one of {', '.join(FORMATS)}, got {fmt!r}", file=sys.stderr)
-        return 3
+        print(f"emo-tasks export: error: --format must be one of {', '.join(FORMATS)}, got {fmt!r}", file=sys.stderr)
+        return EXIT_ERROR
+    name, force = getattr(args, "model_name", None), bool(getattr(args, "force", False))
     try:
-        path = EXPORTERS[fmt](args.run, args.out, getattr(args, "model_name", None))
+        if name is not None and not name.strip():
+            raise ExportError(f"--model-name {name!r} is empty; give a name or leave the option out")
+        out = Path(args.out)
+        check_out(out)  # the cheap refusals first: before the run is read
+        _check_target(out, force)
+        path = EXPORTERS[fmt](args.run, out, name, pick=getattr(args, "pick", None), force=force)
+    except ExportRefused as exc:
+        print(f"emo-tasks export: refused: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_REFUSED
     except ExportError as exc:
-        print(f"emo-tasks export: {exc}", file=sys.stderr)
-        return 3
-    except Exception as exc:  # noqa: BLE001 - a bad input file is a message, not a traceback
-        from emo_tasks.common import DataError
-
-        if isinstance(exc, (DataError, OSError, ValueError, KeyError)):
-            print(f"emo-tasks export: {type(exc).__name__}: {exc}", file=sys.stderr)
-            return 3
-        raise
+        print(f"emo-tasks export: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception as exc:  # noqa: BLE001 - malformed input or a crash: a message, never a traceback
+        print(f"emo-tasks export: error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_ERROR
     print(f"exported {fmt} to {path}")
-    return 0
+    return EXIT_OK
