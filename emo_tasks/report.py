@@ -311,8 +311,23 @@ def describe(run: Run) -> str:
 
     mtime = datetime.datetime.fromtimestamp(run.results_file.stat().st_mtime, datetime.timezone.utc)
     model = f"{run.model or '?'}" + (f" ({run.model_args})" if run.model_args else "")
-    text = f"{run.results_file} (date {run.data.get('date')}, written {mtime:%Y-%m-%d %H:%M:%S} UTC, model {model})"
+    text = f"{run.results_file} (date {run.data.get('date')}, written {mtime:%Y-%m-%d %H:%M:%S} UTC, model {model}"
+    setup = judge_setup_text((run.data.get(_MARKER) or {}).get("judge_setup"))
+    text += f"; judge setup: {setup})" if setup else ")"
     return text + (f" [{run.choice}]" if run.choice else "")
+
+
+def judge_setup_text(setup: Any) -> str | None:
+    """One line naming a judged result's judge setup (`emo-tasks judge`'s `judge_setup`), None without one."""
+    if not isinstance(setup, dict) or not setup:
+        return None
+    parts = [f"mode {setup.get('judge_mode')}"]
+    if isinstance(setup.get("models"), dict):
+        parts.append(", ".join(f"{role} {model}" for role, model in setup["models"].items()))
+    for key in ("protocol", "alpha", "audio_clues", "endpoint", "multiemo_judge"):
+        if setup.get(key) is not None:
+            parts.append(f"{key.replace('_', ' ')} {setup[key]}")
+    return "; ".join(parts)
 
 
 def _run_root(path: Path, results_file: Path) -> Path:

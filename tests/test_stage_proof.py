@@ -77,6 +77,15 @@ def _judged_results(run: Path) -> dict:
     return json.loads(path.read_text())
 
 
+def _dry_run(run: Path, cache: Path) -> subprocess.CompletedProcess:
+    """`emo-tasks judge RUN --dry-run` with a judge endpoint configured (it sends nothing), so the old code, which
+    needed one, reaches the rows: what these tests prove is the row checks, not the endpoint's."""
+    with LoopbackServer(responder=Model(), expected_api_key=API_KEY) as srv:
+        proc = emo(_env(cache, srv), "judge", str(run), "--dry-run")
+        assert srv.calls == []
+    return proc
+
+
 def _one_line(proc: subprocess.CompletedProcess) -> str:
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     lines = [line for line in proc.stderr.splitlines() if line.startswith("emo-tasks")]
@@ -127,7 +136,7 @@ def test_a_row_twice_is_refused_and_changes_the_data_hash(run: Path, base: Path,
     log = _log(run, task)
     lines = log.read_text().splitlines()
     log.write_text("\n".join([*lines, lines[1]]) + "\n")
-    proc = emo(_env(tmp_path / "cache"), "judge", str(run), "--dry-run")
+    proc = _dry_run(run, tmp_path / "cache")
     assert proc.returncode == 2, proc.stderr[-3000:]
     line = _one_line(proc)
     doc_id = json.loads(lines[1])["doc_id"]
@@ -148,7 +157,7 @@ def test_rows_without_target_or_input_are_refused(run: Path, tmp_path: Path) -> 
     for r in (rows[0], rows[5]):
         del r["target"], r["input"]
     log.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    proc = emo(_env(tmp_path / "cache"), "judge", str(run), "--dry-run")
+    proc = _dry_run(run, tmp_path / "cache")
     assert proc.returncode == 2, proc.stderr[-3000:]
     line = _one_line(proc)
     assert "mvei_sample" in line and "line 1 (doc_id 5)" in line and "no target or input" in line
@@ -174,7 +183,7 @@ def test_a_broken_line_is_named_by_its_real_number(run: Path, tmp_path: Path) ->
     log = _log(run, "mvei_sample")
     text = log.read_text()
     log.write_text(text[: len(text) - 40])  # line 16 cut short, as by a full disk
-    proc = emo(_env(tmp_path / "cache"), "judge", str(run), "--dry-run")
+    proc = _dry_run(run, tmp_path / "cache")
     assert proc.returncode == 3, proc.stderr[-3000:]
     assert f"{log.name} line 16: not a JSON object" in _one_line(proc)
 
@@ -266,3 +275,4 @@ def test_each_judge_setup_gets_a_folder_of_its_own(run: Path, tmp_path: Path) ->
         assert emo(_env(cache, srv), "report", str(run)).returncode == 2
         ok = emo(_env(cache, srv), "report", str(run), "--run", f"judged/{seen['official']}")
         assert ok.returncode == 0, ok.stderr[-3000:]
+        assert "judge setup: mode api; step gpt-4.1-2025-04-14, judge gpt-4o-2024-11-20; protocol official" in ok.stderr

@@ -71,3 +71,18 @@ def test_rows_each_once_and_all_of_them() -> None:
     assert plan.missing == [7] and plan.n_expected == 16
     with pytest.raises(StageRefused, match="twice"):  # --partial never accepts duplicates
         check_rows(_plan([1, 1]), {"effective": 16}, partial=True)
+
+
+def test_report_out_unwritable_is_exit_3_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    import json
+
+    from emo_tasks.cli import main
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "20260101_000000_results.json").write_text(json.dumps({"results": {}}))
+    afile = tmp_path / "a_file"
+    afile.write_text("x")
+    for out in (tmp_path, afile / "under.md"):  # a folder, a path under a file
+        assert main(["report", str(tmp_path / "run"), "--out", str(out)]) == 3
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].startswith("emo-tasks report: error: ") and "Traceback" not in "\n".join(err)

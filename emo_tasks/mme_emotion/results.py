@@ -39,12 +39,10 @@ def judge_logs(run_dir: Path) -> dict[str, Path]:
 def all_judge_logs(run_dir: Path) -> dict[str, list[Path]]:
     """Leaf task name -> every judge log in `<run_dir>/emo_tasks_judge/` that covers it, newest first."""
     folder = Path(run_dir) / "emo_tasks_judge"
-    logs = sorted(folder.glob("*_judge.jsonl"), reverse=True) if folder.is_dir() else []
+    logs = sorted(folder.glob("*_judge.jsonl")) if folder.is_dir() else []
+    named = [(m, log) for log in logs if (m := _JUDGE_FILE.match(log.name))]
     found: dict[str, list[Path]] = {}
-    for log in logs:
-        m = _JUDGE_FILE.match(log.name)
-        if not m:
-            continue
+    for m, log in sorted(named, key=lambda ml: (ml[0].group("stamp"), ml[1].name), reverse=True):
         for t in m.group("tasks").split("+"):
             name = t.replace("mme_emotion_", "mme_emotion_sample_", 1) if m.group("sample") else t
             found.setdefault(name, []).append(log)
