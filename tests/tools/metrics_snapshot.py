@@ -39,6 +39,17 @@ KEY = "sk-snapshot-0000000000000000"
 DUMMY = "The brows are lowered and the voice is loud. Answer: anger. Correct. Score: 70. Reason: tense."
 
 
+def _report(out: Path, env: dict[str, str]) -> dict[str, Any]:
+    """`emo-tasks report --format json` over the run folder: per-metric value, CI and n."""
+    report = subprocess.run(
+        [sys.executable, "-m", "emo_tasks", "report", str(out), "--format", "json", "--out", str(out / "lb.json")],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if report.returncode != 0:
+        raise SystemExit(f"emo-tasks report failed:\n{report.stdout}\n{report.stderr}")
+    return json.loads((out / "lb.json").read_text())["runs"][0]["metrics"]
+
+
 def _run(out: Path, env: dict[str, str], model: str, model_args: str) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "lmms_eval", "--model", model, "--model_args", model_args, "--tasks", TASKS,
            "--batch_size", "1", "--output_path", str(out), "--log_samples"]  # fmt: skip
@@ -47,14 +58,7 @@ def _run(out: Path, env: dict[str, str], model: str, model_args: str) -> dict[st
     if not files:
         raise SystemExit(f"no results under {out}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
     results = json.loads(files[-1].read_text())["results"]
-    report = subprocess.run(
-        [sys.executable, "-m", "emo_tasks", "report", str(out), "--format", "json", "--out", str(out / "lb.json")],
-        env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    if report.returncode != 0:
-        raise SystemExit(f"emo-tasks report failed:\n{report.stdout}\n{report.stderr}")
-    board = json.loads((out / "lb.json").read_text())["runs"][0]["metrics"]
-    return {"results": results, "report": board}
+    return {"results": results, "report": _report(out, env)}
 
 
 def _stage(out: Path, env: dict[str, str], model_args: str) -> dict[str, Any]:
@@ -68,14 +72,7 @@ def _stage(out: Path, env: dict[str, str], model_args: str) -> dict[str, Any]:
     if judge.returncode != 0 or not files:
         raise SystemExit(f"emo-tasks judge failed:\n{judge.stdout[-2000:]}\n{judge.stderr[-4000:]}")
     results = json.loads(files[-1].read_text())["results"]
-    report = subprocess.run(
-        [sys.executable, "-m", "emo_tasks", "report", str(out), "--format", "json", "--out", str(out / "lb.json")],
-        env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    if report.returncode != 0:
-        raise SystemExit(f"emo-tasks report failed:\n{report.stdout}\n{report.stderr}")
-    board = json.loads((out / "lb.json").read_text())["runs"][0]["metrics"]
-    return {"results": results, "report": board}
+    return {"results": results, "report": _report(out, env)}
 
 
 def snapshot(work: Path) -> dict[str, Any]:
