@@ -18,6 +18,7 @@ same run:
    one batch per agent).  Prints calls, time, the bound (calls x latency / concurrency) and the ratio,
    render ms per judge request split into decode / JPEG / the rest of building (base64, dicts), process CPU
    per call, peak RSS; then the cached rerun; then a re-judge with another judge model (0 decodes expected).
+3. Whole-file hashing (the videos' content identities): MB/s, and per phase the files hashed and memo hits.
 
     python benchmarks/mme_full_scale.py            # 6,500 rows (13,000 calls), 0.5 s latency, concurrency 64
     python benchmarks/mme_full_scale.py --quick    # 1,000 rows, a few minutes
@@ -241,12 +242,13 @@ def run_phase(label: str, records, env, srv, timer, latency, concurrency, batche
     from emo_tasks.mme_emotion.judge import judge_groups
     from emo_tasks.mme_emotion.settings import MMESettings
     from judges import frames as fc
-    from judges import reset_engine
+    from judges import media, reset_engine
 
     settings = MMESettings.from_env(env, "benchmark")
     reset_engine()
     srv.reset_log()
     fc.reset_render_stats()
+    media.reset_hash_stats()  # the memo stays: the phases of one process share it, as runs of one process would
     timer.reset()
     c0, t0 = time.process_time(), time.perf_counter()
     batches: dict[str, Any] = {}
@@ -263,6 +265,7 @@ def run_phase(label: str, records, env, srv, timer, latency, concurrency, batche
         batches = {role: _Lane(*v) for role, v in batches.items()}
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     stats = fc.render_stats()
+    hashed = media.hash_stats()
     calls = len(srv.calls)
     gap_s, gaps = drained(list(srv.calls), concurrency)
     bound = calls * latency / concurrency
@@ -286,6 +289,7 @@ def run_phase(label: str, records, env, srv, timer, latency, concurrency, batche
         "gap_s": gap_s,
         "gaps": gaps,
         "scored": sum(j.ok for j in judgements),
+        "hashed": hashed,
         "ratings": [j.ratings for j in judgements],
     }
     other = row["render_ms"] - row["render_all_ms"]
@@ -298,7 +302,45 @@ def run_phase(label: str, records, env, srv, timer, latency, concurrency, batche
         "request went out")  # fmt: skip
     for role, (n, secs, _) in row["batches"].items():
         say(f"          {role} agent: {n} calls, last answer after {secs:.1f} s")
+    say(f"          content identities: {hashed['files']:.0f} files hashed ({hashed['bytes'] / 1e6:.1f} MB, "
+        f"{hashed['seconds'] * 1000:.0f} ms summed over threads), {hashed['memo_hits']:.0f} memo hits")  # fmt: skip
     return row
+
+
+def bench_hashing(tmp: Path, files: int = 8, mb: int = 64) -> dict[str, float]:
+    """Whole-file content hashing (the identity of every video): MB/s of one file read by one thread, and of
+    `hash_files` over several files (its threads), from the page cache; then the memo's cost per lookup."""
+    from judges import media
+
+    folder = tmp / "hash"
+    folder.mkdir()
+    block = os.urandom(1 << 20)
+    paths = []
+    for k in range(files):
+        path = folder / f"v{k}.bin"
+        with open(path, "wb") as fh:
+            for _ in range(mb):
+                fh.write(block)
+        paths.append(path)
+    for path in paths:
+        path.read_bytes()  # page cache: measure hashing, not this disk
+    time.sleep(media._RACY_NS / 1e9 + 0.1)  # past the memo's window for fresh files, as a dataset's videos are
+    media.reset_hash_stats(forget=True)
+    t0 = time.perf_counter()
+    media.file_digest(paths[0])
+    one = mb / (time.perf_counter() - t0)
+    media.reset_hash_stats(forget=True)
+    t0 = time.perf_counter()
+    media.hash_files(paths)
+    many = files * mb / (time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    for _ in range(1000):
+        media.file_digest(paths[0])
+    lookup_us = (time.perf_counter() - t0) / 1000 * 1e6
+    media.reset_hash_stats(forget=True)
+    say(f"[hash] whole-file sha256: {one:.0f} MB/s one file, {many:.0f} MB/s hash_files over {files} x {mb} MB "
+        f"({os.cpu_count()} cores); memo hit {lookup_us:.1f} us (a stat)")  # fmt: skip
+    return {"one_mb_s": one, "many_mb_s": many, "lookup_us": lookup_us}
 
 
 def bench_phase(n: int, latency: float, concurrency: int, tmp: Path) -> list[dict[str, Any]]:
@@ -366,6 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         clips["12 s 1280x720 .mp4, GOP 250"] = write_720p(tmp / "hd250.mp4", None)
         clips["12 s 720p x264 defaults, GOP 250"] = write_720p(tmp / "hd250m.mp4", None, preset="medium")
         ratios, identical = bench_decoding(clips, args.repeat)
+        bench_hashing(tmp)
         rows = bench_phase(args.n, args.latency, args.concurrency, tmp)
     first, before, cached, rejudge = rows
     goals = [

@@ -32,7 +32,9 @@ from typing import Any
 from .atomic import atomic_path
 
 DEFAULT_FRAME_CACHE_MAX_MB = 2048
-#: Bump when the sampling rule or the encoder settings change, so old entries are never served.
+#: Bump when the sampling rule or the encoder settings change, so old entries are never served.  (Not bumped for
+#: whole-file content identities: that changed the identities themselves, so entries under the old ones are never
+#: looked up again and age out; bumping would also drop valid entries keyed by a file's sha256.)
 FRAME_CACHE_VERSION = "frames-v1"
 _MAGIC = b"EMOFRM1\n"
 _SUFFIX = ".frames"
@@ -242,7 +244,11 @@ def _render_into_cache(part: Any) -> int:
 
 
 def part_key(part: Any) -> str | None:
-    """The frame-cache key of a video part (None when no frame cache is configured)."""
+    """The frame-cache key of a video part (None when no frame cache is configured).
+
+    The part's `identity` travels with it into the render pool's workers (pickled), so a worker files the frames
+    under the very key the parent looks up, without hashing the video again; a part without one is keyed by
+    the file's whole-content sha256, memoised per process (`media.file_sha256`), the same in every process."""
     cache = _active
     if cache is None:
         return None

@@ -15,7 +15,6 @@ videos at `<root>/<video_id>` (the id carries its folder and extension).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
@@ -26,11 +25,11 @@ from typing import Any
 from emo_tasks.common import DataError, hub_snapshot, load_json
 from emo_tasks.images import contained_path, leaves_root
 from judges.atomic import atomic_write_text
+from judges.media import file_digest
 
 from .protocol import TaskSpec, spec_for, task_specs
 
 HUB_ID = "Karl28/MME-Emotion"
-_SNIFF_BYTES = 1 << 14
 
 
 # ------------------------------------------------------------------------------------------------------ roots
@@ -251,7 +250,12 @@ def probe_video(path: str) -> None:
 
 
 def video_identity(path: str, video_id: str) -> str:
-    """A cheap, machine-independent name for a video's content (cache keys): id, size, hash of the first 16 KiB."""
-    with open(path, "rb") as fh:
-        head = fh.read(_SNIFF_BYTES)
-    return f"{video_id}:{os.path.getsize(path)}:{hashlib.sha256(head).hexdigest()[:16]}"
+    """The machine-independent name of a video's content in the frame- and answer-cache keys: id, size and the
+    sha256 of the whole file (its first 32 hex digits).
+
+    Why the whole file: a video replaced by another of the same size whose first bytes (the container header)
+    are the same must be judged on its own frames, never on the old file's cached frames or answers.  The hash is
+    memoised per process by the file's stat signature (`judges.media.file_digest`): each video is read once per
+    process, not once per request.  No path in it: a cache moved to another machine still hits."""
+    size, digest = file_digest(path)
+    return f"{video_id}:{size}:{digest[:32]}"

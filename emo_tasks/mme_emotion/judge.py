@@ -24,6 +24,7 @@ from judges import (
 )
 from judges.engine import Lane, gather_all, progress_bar
 from judges.frames import configure_frame_cache, prerender
+from judges.media import hash_files
 
 from .data import video_identity
 from .parsers import parse_scores, parse_steps, score_validator, step_validator
@@ -195,6 +196,9 @@ def judge_groups(
     descs = list(descs) if descs is not None else ["mme_emotion"] * len(groups)
     # a second judge model, a changed prompt or a cold answer cache then decodes no video again
     configure_frame_cache(settings.frame_cache_dir, settings.frame_cache_max_bytes)
+    # the videos' content identities (whole-file hashes) first, every video once and several at a time: building
+    # the parts and every later request of the phase then only looks them up
+    hash_files(r["video_path"] for group in groups for r in group)
     parts = [[frames_part(r) for r in group] for group in groups]
     # decode every video in a process pool while the step agent works: the frames are ready (cached) by the time
     # the judge asks for them, and decoding never holds a request slot
@@ -282,6 +286,8 @@ def judge_groups(
 
 
 def _identity(path: str, video_id: str) -> str:
+    """The video's content identity (`data.video_identity`: whole-file hash, memoised per process) for the cache
+    keys of its frames, its judge requests and its live audio clue."""
     try:
         return video_identity(path, video_id)
     except OSError:  # the request will fail with the file's name when its frames are rendered
