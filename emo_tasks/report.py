@@ -552,6 +552,11 @@ def run_notes(run: Run, present: Sequence[Benchmark] | None = None) -> list[str]
     lines = []
     if run.choice:
         lines.append(f"results file {run.results_file} ({run.choice})")
+    for task, part in sorted(((run.data.get(_MARKER) or {}).get("partial") or {}).items()):
+        lines.append(
+            f"{task}: a partial judgement (emo-tasks judge --partial): {part.get('judged')} of the {part.get('of')} "
+            "rows the run answered; its numbers are not the run's"
+        )
     for bench in _present([run]) if present is None else present:
         tasks = sorted(t for t in run.results if bench.owns(t))
         if not tasks:

@@ -177,6 +177,7 @@ def test_missing_rows_are_refused_unless_partial(run: Path, tmp_path: Path) -> N
     assert "--partial: mvei_sample: judging 12 of the 16 rows" in partial.stderr
     block = _judged_results(run)["emo_tasks_judge"]
     assert block["partial"] == {"mvei_sample": {"judged": 12, "of": 16, "missing_doc_ids": [12, 13, 14, 15]}}
+    assert "mvei_sample: a partial judgement (emo-tasks judge --partial): 12 of the 16 rows" in partial.stdout
 
 
 def test_a_broken_line_is_named_by_its_real_number(run: Path, tmp_path: Path) -> None:
