@@ -69,7 +69,7 @@ def _stage(out: Path, env: dict[str, str], model_args: str) -> dict[str, Any]:
     judge = subprocess.run([sys.executable, "-m", "emo_tasks", "judge", str(out)], env=env, capture_output=True,
                            text=True, timeout=1200)  # fmt: skip
     files = sorted((out / "judged").rglob("*_results.json"))
-    if judge.returncode != 0 or not files:
+    if judge.returncode not in (0, 4) or not files:  # 4: written, but the fake judge fails many on purpose
         raise SystemExit(f"emo-tasks judge failed:\n{judge.stdout[-2000:]}\n{judge.stderr[-4000:]}")
     results = json.loads(files[-1].read_text())["results"]
     return {"results": results, "report": _report(out, env)}
