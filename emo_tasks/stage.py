@@ -149,16 +149,25 @@ def run_tasks(data: Mapping[str, Any], wanted: Sequence[str] | None) -> list[str
     return chosen
 
 
-def logged_samples(run_dir: Path, results_file: Path, task: str) -> tuple[Path, list[LoggedSample]]:
+def was_deferred(data: Mapping[str, Any], task: str) -> bool:
+    """The run judged nothing of this task in-process (EMO_JUDGE=defer): its results carry the judge counts, null."""
+    row = (data.get("results") or {}).get(task) or {}
+    return "n_scored,none" in row and row["n_scored,none"] is None
+
+
+def logged_samples(
+    run_dir: Path, results_file: Path, task: str, data: Mapping[str, Any] | None = None
+) -> tuple[Path, list[LoggedSample]]:
     """The task's saved answers and the file they came from: the sample log beside the results file with its own
-    stamp, else the answers file an `EMO_JUDGE=defer` run wrote to its folder's `emo_tasks_judge/` when there is
-    exactly one for the task (several: refused, they cannot be told apart).  Never another run's file."""
+    stamp, else, when the run deferred the task's judging (`data`: its results), the answers file an
+    `EMO_JUDGE=defer` run wrote to its folder's `emo_tasks_judge/` when there is exactly one for the task
+    (several: refused, they cannot be told apart).  Never another run's file."""
     from emo_tasks.datafiles import read_jsonl_numbered
     from emo_tasks.report import _run_root
 
     path = sample_log(run_dir, results_file, task)
     deferred = path is None
-    if deferred:
+    if deferred and (data is None or was_deferred(data, task)):
         root = _run_root(run_dir, results_file)
         found = sorted((root / "emo_tasks_judge").glob(f"{_deferred_name(task)}_*_answers.jsonl"))
         if len(found) > 1:
@@ -389,7 +398,7 @@ def read_answers(
     config = (data.get("configs") or {}).get(task) or {}
     if not config.get("dataset_name"):
         raise StageError(f"{results_file}: no dataset_name recorded for {task}")
-    answers_file, samples = logged_samples(run_dir, results_file, task)
+    answers_file, samples = logged_samples(run_dir, results_file, task, data)
     plan = TaskPlan(task, bench, hooks, config, samples, [], answers_file=answers_file)
     check_rows(plan, (data.get("n-samples") or {}).get(task), partial)
     return plan

@@ -86,3 +86,29 @@ def test_report_out_unwritable_is_exit_3_in_one_line(tmp_path: Path, capsys: pyt
         assert main(["report", str(tmp_path / "run"), "--out", str(out)]) == 3
         err = capsys.readouterr().err.strip().splitlines()
         assert err[-1].startswith("emo-tasks report: error: ") and "Traceback" not in "\n".join(err)
+
+
+def test_a_deferred_answers_file_is_used_only_for_a_run_that_deferred(tmp_path: Path) -> None:
+    """A folder's emo_tasks_judge/ can hold the answers file of an earlier EMO_JUDGE=defer run: a run that judged
+    the task in process (counts not null) never takes it for its own; two such files are refused."""
+    import json
+
+    from emo_tasks.stage import NoAnswers, logged_samples
+
+    task = "mme_emotion_sample_er_lab"
+    results = tmp_path / "model" / "20260102_000000_results.json"
+    results.parent.mkdir()
+    results.write_text("{}")
+    folder = tmp_path / "emo_tasks_judge"
+    folder.mkdir()
+    answers = folder / "sample_mme_emotion_er_lab_20260101T000000_answers.jsonl"
+    answers.write_text(json.dumps({"doc_id": 0, "target": "t", "filtered_resps": "a"}) + "\n")
+    deferred = {"results": {task: {"n_scored,none": None}}}
+    judged = {"results": {task: {"n_scored,none": 2}}}
+    path, rows = logged_samples(tmp_path, results, task, deferred)
+    assert path == answers and [r.doc_id for r in rows] == [0]
+    with pytest.raises(NoAnswers):
+        logged_samples(tmp_path, results, task, judged)
+    (folder / "sample_mme_emotion_er_lab_20260103T000000_answers.jsonl").write_text(answers.read_text())
+    with pytest.raises(StageRefused, match="2 deferred answer files"):
+        logged_samples(tmp_path, results, task, deferred)
