@@ -241,14 +241,14 @@ def judge_in_batches(records, settings) -> list[Any]:
 def run_phase(label: str, records, env, srv, timer, latency, concurrency, batched: bool = False) -> dict[str, Any]:
     from emo_tasks.mme_emotion.judge import judge_groups
     from emo_tasks.mme_emotion.settings import MMESettings
+    from judges import filehash, reset_engine
     from judges import frames as fc
-    from judges import media, reset_engine
 
     settings = MMESettings.from_env(env, "benchmark")
     reset_engine()
     srv.reset_log()
     fc.reset_render_stats()
-    media.reset_hash_stats()  # the memo stays: the phases of one process share it, as runs of one process would
+    filehash.reset_hash_stats()  # the memo stays: the phases of one process share it, as runs of one process would
     timer.reset()
     c0, t0 = time.process_time(), time.perf_counter()
     batches: dict[str, Any] = {}
@@ -265,7 +265,7 @@ def run_phase(label: str, records, env, srv, timer, latency, concurrency, batche
         batches = {role: _Lane(*v) for role, v in batches.items()}
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     stats = fc.render_stats()
-    hashed = media.hash_stats()
+    hashed = filehash.hash_stats()
     calls = len(srv.calls)
     gap_s, gaps = drained(list(srv.calls), concurrency)
     bound = calls * latency / concurrency
@@ -310,7 +310,7 @@ def run_phase(label: str, records, env, srv, timer, latency, concurrency, batche
 def bench_hashing(tmp: Path, files: int = 8, mb: int = 64) -> dict[str, float]:
     """Whole-file content hashing (the identity of every video): MB/s of one file read by one thread, and of
     `hash_files` over several files (its threads), from the page cache; then the memo's cost per lookup."""
-    from judges import media
+    from judges import filehash
 
     folder = tmp / "hash"
     folder.mkdir()
@@ -324,20 +324,20 @@ def bench_hashing(tmp: Path, files: int = 8, mb: int = 64) -> dict[str, float]:
         paths.append(path)
     for path in paths:
         path.read_bytes()  # page cache: measure hashing, not this disk
-    time.sleep(media._RACY_NS / 1e9 + 0.1)  # past the memo's window for fresh files, as a dataset's videos are
-    media.reset_hash_stats(forget=True)
+    time.sleep(filehash._RACY_NS / 1e9 + 0.1)  # past the memo's window for fresh files, as a dataset's videos are
+    filehash.reset_hash_stats(forget=True)
     t0 = time.perf_counter()
-    media.file_digest(paths[0])
+    filehash.file_digest(paths[0])
     one = mb / (time.perf_counter() - t0)
-    media.reset_hash_stats(forget=True)
+    filehash.reset_hash_stats(forget=True)
     t0 = time.perf_counter()
-    media.hash_files(paths)
+    filehash.hash_files(paths)
     many = files * mb / (time.perf_counter() - t0)
     t0 = time.perf_counter()
     for _ in range(1000):
-        media.file_digest(paths[0])
+        filehash.file_digest(paths[0])
     lookup_us = (time.perf_counter() - t0) / 1000 * 1e6
-    media.reset_hash_stats(forget=True)
+    filehash.reset_hash_stats(forget=True)
     say(f"[hash] whole-file sha256: {one:.0f} MB/s one file, {many:.0f} MB/s hash_files over {files} x {mb} MB "
         f"({os.cpu_count()} cores); memo hit {lookup_us:.1f} us (a stat)")  # fmt: skip
     return {"one_mb_s": one, "many_mb_s": many, "lookup_us": lookup_us}

@@ -252,7 +252,7 @@ def part_key(part: Any) -> str | None:
     cache = _active
     if cache is None:
         return None
-    from .media import file_sha256
+    from .filehash import file_sha256
 
     identity = part.identity if part.identity is not None else "sha256:" + file_sha256(part.path)
     return frame_cache_key(identity, part.interval_s, part.max_frames, part.max_side, part.quality)

@@ -25,8 +25,8 @@ from fakes import Judge
 
 from emo_tasks.mme_emotion import judge as mme_judge
 from emo_tasks.mme_emotion.data import video_identity
+from judges import filehash, media
 from judges import frames as fc
-from judges import media
 from judges.testing import LoopbackServer, Reply, last_user_text
 
 HEAD = 16 << 10  # what the old identity hashed
@@ -35,18 +35,18 @@ HEAD = 16 << 10  # what the old identity hashed
 @pytest.fixture(autouse=True)
 def cold_memo() -> None:
     """Every test starts with an empty hash memo (it is process-wide)."""
-    media.reset_hash_stats(forget=True)
+    filehash.reset_hash_stats(forget=True)
     yield
-    media.reset_hash_stats(forget=True)
+    filehash.reset_hash_stats(forget=True)
 
 
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Names of the files actually read for hashing; memoising at once (no 'racy' wait for fresh test files)."""
     seen: list[str] = []
-    real = media._read_sha256
-    monkeypatch.setattr(media, "_read_sha256", lambda fh, chunk: seen.append(fh.name) or real(fh, chunk))
-    monkeypatch.setattr(media, "_RACY_NS", 0)
+    real = filehash._read_sha256
+    monkeypatch.setattr(filehash, "_read_sha256", lambda fh, chunk: seen.append(fh.name) or real(fh, chunk))
+    monkeypatch.setattr(filehash, "_RACY_NS", 0)
     return seen
 
 
@@ -106,16 +106,16 @@ def test_an_unchanged_file_is_read_once_per_process(tmp_path: Path, reads: list[
     media.file_sha256(a)
     media.VideoFramesPart(a).digest()  # no identity: the file's sha256, from the same memo
     assert reads == [str(a)]
-    media.hash_files([a, b, str(b), a])  # already known ones are not read again; the new one once
+    filehash.hash_files([a, b, str(b), a])  # already known ones are not read again; the new one once
     assert reads == [str(a), str(b)]
-    stats = media.hash_stats()
+    stats = filehash.hash_stats()
     assert stats["files"] == 2 and stats["bytes"] == 2 * a.stat().st_size and stats["memo_hits"] >= 9
 
 
 def test_concurrent_callers_share_one_read(tmp_path: Path, reads: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     a, _ = _twins(tmp_path)
-    slow = media._read_sha256
-    monkeypatch.setattr(media, "_read_sha256", lambda fh, chunk: time.sleep(0.2) or slow(fh, chunk))
+    slow = filehash._read_sha256
+    monkeypatch.setattr(filehash, "_read_sha256", lambda fh, chunk: time.sleep(0.2) or slow(fh, chunk))
     results: list[str] = []
     threads = [threading.Thread(target=lambda: results.append(video_identity(str(a), "v"))) for _ in range(8)]
     for t in threads:
@@ -162,13 +162,13 @@ def test_a_file_rewritten_right_after_it_was_hashed_is_not_served_from_the_memo(
     """Within the same timestamp tick a rewrite may leave size, mtime and ctime unchanged; such fresh files are
     not memoised until they are older than the tick ('racy git').  This kernel stamps files to the nanosecond, so
     a filesystem with 1 s timestamps is played by rounding the signature's times down to the second."""
-    real = media._signature
+    real = filehash._signature
 
     def coarse(st: os.stat_result) -> tuple[int, ...]:
         dev, ino, size, mtime, ctime = real(st)
         return dev, ino, size, mtime // 10**9 * 10**9, ctime // 10**9 * 10**9
 
-    monkeypatch.setattr(media, "_signature", coarse)
+    monkeypatch.setattr(filehash, "_signature", coarse)
     a, _ = _twins(tmp_path)
     while time.time_ns() % 10**9 > 6 * 10**8:  # room for two writes within one second
         time.sleep(0.05)

@@ -22,6 +22,8 @@ PROTOCOL_FILE = Path(__file__).with_name("protocol.yml")  # not .yaml: lmms-eval
 #: ratings come back; `guarded` (default) fences the text and demands one rating per step.
 JUDGE_PROTOCOLS = ("guarded", "official")
 DEFAULT_JUDGE_PROTOCOL = "guarded"
+#: CoT-S = alpha * Rec-S + (1 - alpha) * Rea-S; the paper weighs the two equally (EMO_MME_ALPHA changes it).
+DEFAULT_ALPHA = 0.5
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from emo_tasks.metrics import Metric, MetricTable
 
+from .protocol import DEFAULT_ALPHA  # noqa: F401 - scoring's constant, defined with the protocol
+
 if TYPE_CHECKING:
     from .judge import Judgement
     from .protocol import TaskSpec
     from .settings import MMESettings
-
-DEFAULT_ALPHA = 0.5
 
 
 # --------------------------------------------------------------------------------------------------- per sample

@@ -19,8 +19,7 @@ from judges.config import EndpointConfig, EngineSettings, JudgeConfigError, mode
 from judges.frames import frame_cache_max_bytes
 
 from .data import HUB_ID
-from .protocol import DEFAULT_JUDGE_PROTOCOL, JUDGE_PROTOCOLS
-from .scoring import DEFAULT_ALPHA
+from .protocol import DEFAULT_ALPHA, DEFAULT_JUDGE_PROTOCOL, JUDGE_PROTOCOLS
 
 #: `EMO_JUDGE`: auto (the judge when an endpoint is configured; the bundled sample falls back to label matching
 #: only when none is), api (the judge, required), offline (label matching, no judge) or defer (no judge now: the

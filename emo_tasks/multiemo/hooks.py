@@ -14,33 +14,20 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from emo_tasks.common import LastResult, atomic_write_text, load_yaml, placeholder_name, row_target
-from emo_tasks.datafiles import LoadedSources, dataset_source
+from emo_tasks.datafiles import dataset_source
 from emo_tasks.images import load_image
 from emo_tasks.settings import environ
 
 from . import scoring
 from .data import EMOTIONS, VOTE_KEYS, data_file, image_result, load_images
+from .run_state import Loaded, _loaded, loaded  # noqa: F401 - `loaded` is part of the hooks' interface
 from .settings import MultiEmoSettings
 
 PROTOCOL_FILE = Path(__file__).with_name("protocol.yml")
-
-
-@dataclass(frozen=True)
-class Loaded:
-    """One source as process_docs loaded it: the settings it was read with and its images by image_id."""
-
-    settings: MultiEmoSettings
-    images: Mapping[str, dict[str, Any]]
-
-
-#: What each source was loaded with: the aggregation looks the votes up here, so `process_results` records stay
-#: small, and keys its memo by the settings.
-_loaded: LoadedSources[Loaded] = LoadedSources()
 
 
 def load_task(dataset_name: str, env: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -79,11 +66,6 @@ def process_docs(dataset: Any) -> Any:
     import datasets
 
     return datasets.Dataset.from_list(load_task(placeholder_name(dataset, "MultiEmo"), environ()))
-
-
-def loaded(source: str) -> Loaded | None:
-    """What `load_task` (or process_docs) last loaded for `source` in this process: its settings and images."""
-    return _loaded.get(source)
 
 
 def doc_to_target(doc: dict[str, Any]) -> str:
@@ -145,8 +127,8 @@ def image_results(records: Sequence[dict[str, Any]]) -> list[scoring.ImageResult
         failed[key] = failed.get(key, 0) + (r["parse_status"] != "parsed")
     out = []
     for key, scores in by_image.items():
-        loaded = _loaded.get(key[0])
-        img = None if loaded is None else loaded.images.get(key[1])
+        source = _loaded.get(key[0])
+        img = None if source is None else source.images.get(key[1])
         if img is None:
             raise KeyError(f"MultiEmo image {key} was not loaded in this process (process_docs did not run?)")
         out.append(image_result(img, [scores.get(e) for e in EMOTIONS], failed[key]))
@@ -159,8 +141,8 @@ _memo = LastResult()
 def evaluate(records: Sequence[dict[str, Any]], args: Any = None) -> dict[str, Any]:
     """Scores for one task's records, computed once for all its metrics (keyed by the settings the records'
     sources were loaded with and the records' content)."""
-    loaded = [_loaded.get(s) for s in sorted({r.get("data_source", "benchmark") for r in records})]
-    settings = tuple(None if x is None else x.settings for x in loaded)
+    sources = [_loaded.get(s) for s in sorted({r.get("data_source", "benchmark") for r in records})]
+    settings = tuple(None if x is None else x.settings for x in sources)
 
     def compute() -> dict[str, Any]:
         started = time.perf_counter()

@@ -38,6 +38,7 @@ from judges.config import JudgeConfigError
 from . import scoring
 from .baseline import json_safe
 from .data import EMOTIONS, data_file, image_result, load_images
+from .run_state import loaded
 from .settings import MultiEmoSettings
 
 PROMPT_FILE = Path(__file__).with_name("judge_stage.yml")
@@ -332,13 +333,11 @@ def run_predictions(records: Sequence[dict[str, Any]]) -> dict[Item, dict[str, A
 
 
 def _run_settings(records: Sequence[dict[str, Any]], settings: MultiEmoSettings | None) -> MultiEmoSettings:
-    from . import hooks
-
     sources = sorted({r.get("data_source", "benchmark") for r in records}) or ["benchmark"]
     if len(sources) > 1:
         raise ValueError(f"MultiEmo-Bench records of one task expected, got the sources {sources}")
     if settings is None:
-        got = hooks.loaded(sources[0])
+        got = loaded(sources[0])
         if got is None:
             raise ValueError(f"no MultiEmo-Bench {sources[0]} data loaded: call hooks.load_task first or pass settings")
         return got.settings
@@ -350,9 +349,7 @@ def _run_settings(records: Sequence[dict[str, Any]], settings: MultiEmoSettings 
 def _run_images(records: Sequence[dict[str, Any]], settings: MultiEmoSettings) -> list[dict[str, Any]]:
     """The image rows the records answer, in data order: those `load_task` registered for these settings, else
     the data file's."""
-    from . import hooks
-
-    got = hooks.loaded(settings.source)
+    got = loaded(settings.source)
     if got is not None and got.settings == settings:
         by_id = dict(got.images)
     else:
