@@ -65,3 +65,13 @@ def test_foreign_judges_module_fails_loudly(tmp_path: Path) -> None:
     proc = _run(code)
     assert proc.returncode != 0
     assert "not emo-tasks' judge engine" in proc.stderr and str(foreign) in proc.stderr
+
+
+def test_the_licence_is_an_spdx_expression_with_its_file() -> None:
+    """setuptools deprecates the table form (`license = {text = ...}`); the wheel must carry the licence text."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["license"] == "MIT" and project["license-files"] == ["LICENSE"]
+    assert (root / "LICENSE").read_text(encoding="utf-8").startswith("MIT License")
