@@ -658,11 +658,9 @@ def _matches(official: Mapping[str, Any], project: Mapping[str, Any]) -> bool:
 
 def _mme_rows(run: Any) -> dict[str, tuple[str, list[dict[str, Any]], dict[str, Any]]]:
     """Official key -> (lmms-eval leaf task, its judge-log rows in row order, its summary).  The log of a task is
-    the newest one of the run's emo_tasks_judge/ that is this run's (`_not_this_runs`); ExportRefused when the
+    the newest one of the run's emo_tasks_judge/ that is this run's (`results.not_this_runs`); ExportRefused when the
     folder holds judge logs of the task and none is."""
-    from emo_tasks.datafiles import read_jsonl_rows
-    from emo_tasks.mme_emotion.protocol import spec_for
-    from emo_tasks.mme_emotion.results import TITLES, all_judge_logs
+    from emo_tasks.mme_emotion.results import TITLES, all_judge_logs, not_this_runs, task_rows
 
     logs = all_judge_logs(run.path)
     found: dict[str, tuple[str, list[dict[str, Any]], dict[str, Any]]] = {}
@@ -670,17 +668,15 @@ def _mme_rows(run: Any) -> dict[str, tuple[str, list[dict[str, Any]], dict[str, 
         if task not in TITLES or task not in logs:
             continue
         key = TITLES[task]
-        base = spec_for(key).task
         chosen, why_not = None, []
         for log in logs[task]:
             try:
-                rows = [r for r in read_jsonl_rows(log) if spec_for(r["task"]).task == base]
-                rows.sort(key=lambda r: int(r["row"]))
+                rows = sorted(task_rows(log, task), key=lambda r: int(r["row"]))
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 if log == logs[task][0]:  # the newest log unreadable: an error, as before
                     raise ExportError(f"{log}: not a readable MME-Emotion judge log ({exc})") from exc
                 continue
-            reason = _not_this_runs(run, task, rows)
+            reason = not_this_runs(run.results_file, task, rows)
             if reason is None:
                 chosen = (log, rows)
                 break
@@ -700,34 +696,6 @@ def _mme_rows(run: Any) -> dict[str, tuple[str, list[dict[str, Any]], dict[str, 
             )
         found[key] = (task, rows, summary)
     return found
-
-
-def _not_this_runs(run: Any, task: str, rows: Sequence[Mapping[str, Any]]) -> str | None:
-    """Why judge-log rows are not this run's (None: they are).  Why it matters: a folder's emo_tasks_judge/ can
-    hold judge logs of several runs, and rows judged for another run must never be exported as this one's.  The
-    rows must hold the answers of the run's sample log, row by row, and agree with the counts its results file
-    states (n_scored, n_judge_failed); what the run does not record is not compared."""
-    from emo_tasks.datafiles import read_jsonl_rows, sample_log
-
-    for metric, statuses in (("n_scored", ("scored", "offline")), ("n_judge_failed", ("judge_failed",))):
-        want = run.value(task, metric)
-        have = sum(1 for r in rows if r.get("status") in statuses)
-        if want is not None and int(want) != have:
-            return f"{have} rows {metric}, the run's results say {int(want)}"
-    sample = sample_log(run.path, run.results_file, task)
-    if sample is None:
-        return None
-    ours: dict[int, Any] = {}
-    for line in read_jsonl_rows(sample):
-        rec = next((v for v in line.values() if isinstance(v, dict) and "row" in v and "answer" in v), None)
-        if rec is None:
-            return None
-        ours[int(rec["row"])] = rec["answer"]
-    theirs = {int(r["row"]): r.get("answer") for r in rows}
-    if ours and ours != theirs:
-        n = sum(ours.get(k) != theirs.get(k) for k in set(ours) | set(theirs))
-        return f"{n} of {len(ours)} rows differ from the answers of its sample log {sample.name}"
-    return None
 
 
 def _rule_differs(row: Mapping[str, Any], rule: str) -> bool:

@@ -150,6 +150,27 @@ def test_the_log_must_agree_with_the_runs_own_counts(run: Path) -> None:
     assert older.values["rec_s"] == {(t, 0): 0.0} and older.summary == {"alpha": 0.5}
     none = read_samples(run, _results(run / "c_results.json", 5, 5, 0), t, {})
     assert none.values == {} and none.summary is None
-    assert none.notes == [f"{t}: no judge log in {run / 'emo_tasks_judge'} agrees with this run's counts "
-                          "({'rows': 5, 'n_scored': 5, 'n_judge_failed': 0}); the logs there belong to other runs, "
-                          "so no confidence intervals"]  # fmt: skip
+    assert none.notes == [f"{t}: no judge log in {run / 'emo_tasks_judge'} is this run's "
+                          "(mme_emotion_er_lab_20250102T000000_judge.jsonl: 3 rows, the run's results say 5; "
+                          "mme_emotion_er_lab_20250101T000000_judge.jsonl: 1 rows, the run's results say 5); "
+                          "the logs there belong to other runs, so no confidence intervals"]  # fmt: skip
+
+
+def test_the_log_must_hold_the_runs_answers_and_a_partial_judgement_counts_its_rows(run: Path) -> None:
+    """Counts alone can agree by chance: the log's answers must be the run's sample log's, row by row.  A partial
+    judgement (`emo-tasks judge --partial`) is judged on the rows it judged, not on the rows the run answered."""
+    t = "mme_emotion_er_lab"
+    results = _results(run / "20250103_000000_results.json", 3, 2, 1)
+    log = run / "20250103_000000_samples_mme_emotion_er_lab.jsonl"
+    answers = [r["answer"] for r in ER_LAB_NEW]
+    log.write_text("".join(json.dumps({"doc_id": i, "rec_s": {"row": i, "answer": a}}) + "\n"
+                           for i, a in enumerate(answers)))  # fmt: skip
+    assert read_samples(run, results, t, {}).values["rec_s"] == {(t, 0): 100.0, (t, 2): 0.0}
+    log.write_text(log.read_text().replace("I cannot tell.", "Something else."))
+    other = read_samples(run, results, t, {})
+    assert other.values == {} and "1 of 3 rows differ from the answers of its sample log" in other.notes[0]
+
+    partial = json.loads(_results(run / "d_results.json", 5, 2, 1).read_text())
+    partial["emo_tasks_judge"] = {"partial": {t: {"judged": 3, "of": 5, "missing_doc_ids": [3, 4]}}}
+    (run / "d_results.json").write_text(json.dumps(partial))
+    assert read_samples(run, run / "d_results.json", t, {}).values["rec_s"] == {(t, 0): 100.0, (t, 2): 0.0}

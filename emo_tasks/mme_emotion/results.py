@@ -50,11 +50,14 @@ def all_judge_logs(run_dir: Path) -> dict[str, list[Path]]:
 
 
 def _counts_of(results_file: Path, task: str) -> dict[str, int] | None:
-    """The run's own counts of the task (rows, scored, judge-failed) from its results file; None when unreadable."""
+    """The run's own counts of the task (rows, scored, judge-failed) from its results file; None when unreadable.
+    A partial judgement (`emo-tasks judge --partial`) judged fewer rows than the run answered: those are its rows."""
     try:
         data = json.loads(Path(results_file).read_text(encoding="utf-8"))
         row = (data.get("results") or {}).get(task) or {}
         n = ((data.get("n-samples") or {}).get(task) or {}).get("effective")
+        partial = ((data.get("emo_tasks_judge") or {}).get("partial") or {}).get(task)
+        n = partial.get("judged") if isinstance(partial, dict) else n
     except (OSError, ValueError, AttributeError):
         return None
     counts = {"rows": n, "n_scored": row.get("n_scored,none"), "n_judge_failed": row.get("n_judge_failed,none")}
@@ -69,12 +72,46 @@ def _log_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     }
 
 
+def task_rows(log: Path, task: str) -> list[dict[str, Any]]:
+    """The rows of one leaf task in a judge log (a log can cover several tasks); read errors propagate."""
+    base = task.replace("mme_emotion_sample_", "mme_emotion_", 1)
+    return [r for r in read_jsonl_rows(log) if spec_for(r["task"]).task == base]
+
+
+def not_this_runs(results_file: Path, task: str, rows: list[dict[str, Any]]) -> str | None:
+    """Why judge-log rows are not the run's (None: they are), for `report` and `export` alike.  A folder's
+    emo_tasks_judge/ can hold logs of several runs; rows are this run's only when they agree with the counts its
+    results file states (rows, scored, judge-failed) and hold the answers of its sample log, row by row.  What the
+    run does not record is not compared."""
+    from emo_tasks.datafiles import sample_log
+
+    expected = _counts_of(results_file, task) or {}
+    got = _log_counts(rows)
+    for name, want in expected.items():
+        if got[name] != want:
+            return f"{got[name]} {name}, the run's results say {want}"
+    sample = sample_log(Path(results_file).parent, Path(results_file), task)
+    if sample is None:
+        return None
+    ours: dict[int, Any] = {}
+    for line in read_jsonl_rows(sample):
+        rec = next((v for v in line.values() if isinstance(v, dict) and "row" in v and "answer" in v), None)
+        if rec is None:
+            return None
+        ours[int(rec["row"])] = rec["answer"]
+    theirs = {int(r["row"]): r.get("answer") for r in rows}
+    if ours and ours != theirs:
+        n = sum(ours.get(k) != theirs.get(k) for k in set(ours) | set(theirs))
+        return f"{n} of {len(ours)} rows differ from the answers of its sample log {sample.name}"
+    return None
+
+
 def read_samples(run_dir: Path, results_file: Path, task: str, config: dict[str, Any]) -> SampleValues:
     """One leaf task's per-sample values, its judge summary and notes (a missing or unreadable file is a note).
 
-    The judge log is the newest one in the run's `emo_tasks_judge/` whose rows agree with the run's own counts
-    (rows, scored, judge-failed in its results file), so a log left by another run into the same folder is never
-    taken for this one's; none agreeing costs the confidence intervals (a note), never the report."""
+    The judge log is the newest one in the run's `emo_tasks_judge/` that is this run's (`not_this_runs`: its
+    counts and answers), so a log left by another run into the same folder is never taken for this one's; none
+    being this run's costs the confidence intervals (a note), never the report."""
     out = SampleValues()
     logs = all_judge_logs(run_dir).get(task) or []
     if not logs:
@@ -83,24 +120,22 @@ def read_samples(run_dir: Path, results_file: Path, task: str, config: dict[str,
             "so no confidence intervals; rerun lmms-eval with --output_path DIR (the judge writes it there)"
         )
         return out
-    base = task.replace("mme_emotion_sample_", "mme_emotion_", 1)
-    expected = _counts_of(results_file, task)
-    log, mine = None, []
+    log, mine, why_not = None, [], []
     for candidate in logs:
         try:
-            rows = read_jsonl_rows(candidate)
+            rows = task_rows(candidate, task)
         except (OSError, ValueError) as exc:
             out.notes.append(f"{task}: could not read {candidate.name} ({exc}); no CIs")
             return out
-        rows = [r for r in rows if spec_for(r["task"]).task == base]
-        got = _log_counts(rows)
-        if expected is None or all(got[k] == v for k, v in expected.items()):
+        reason = not_this_runs(results_file, task, rows)
+        if reason is None:
             log, mine = candidate, rows
             break
+        why_not.append(f"{candidate.name}: {reason}")
     if log is None:
         out.notes.append(
-            f"{task}: no judge log in {Path(run_dir) / 'emo_tasks_judge'} agrees with this run's counts "
-            f"({expected}); the logs there belong to other runs, so no confidence intervals"
+            f"{task}: no judge log in {Path(run_dir) / 'emo_tasks_judge'} is this run's ({'; '.join(why_not[:2])}); "
+            "the logs there belong to other runs, so no confidence intervals"
         )
         return out
     summary_file = log.with_name(log.name[: -len("_judge.jsonl")] + "_summary.json")
