@@ -2,7 +2,7 @@
 file formats the benchmark authors' own scripts read, so a leaderboard submission can be re-scored by them,
 unchanged.
 
-An export never mixes runs: the run is picked by the project's one rule (`report.load_run`, strict: a folder
+An export never mixes runs: the run is picked by the project's one rule (`report.load_run`: a folder
 holding several runs needs --run), the MME-Emotion judge log of a task is the newest one that is that run's (its
 answers and counts), and --out must be new or empty; `--force` replaces an earlier export there by removing
 exactly the files its provenance.json lists (and refuses when anything else is in the folder).  The export is
@@ -245,14 +245,14 @@ def _write_json(path: Path, data: Any) -> Path:
 
 
 def _load(run_dir: str | Path, pick: str | None = None) -> Any:
-    """The run by the project's one run-picking rule (`report.load_run`, strict): a folder holding several runs
+    """The run by the project's one run-picking rule (`report.load_run`): a folder holding several runs
     and no --run is refused, so an export never takes a run nobody chose."""
     from emo_tasks.report import InputError, ReportError, label_runs, load_run
 
     if not Path(run_dir).exists():
         raise ExportError(f"{run_dir}: no such run folder")  # a bad argument (3), not a refusal
     try:
-        run = load_run(run_dir, pick, strict=True)
+        run = load_run(run_dir, pick)
     except InputError as exc:
         raise ExportError(str(exc)) from exc
     except ReportError as exc:

@@ -183,7 +183,7 @@ def candidates(run_dir: Path) -> tuple[list[Path], list[Path]]:
     return lmms, judged
 
 
-def _pick(run_dir: Path, pick: str, found: list[Path]) -> Path:
+def pick_results(run_dir: Path, pick: str, found: list[Path]) -> Path:
     """--run NAME_OR_PATH: a results file or folder (absolute, or relative to the cwd or to run_dir), else the
     one results file whose path below run_dir contains NAME."""
     for cand in (Path(pick), run_dir / pick):
@@ -199,21 +199,20 @@ def _pick(run_dir: Path, pick: str, found: list[Path]) -> Path:
     raise ReportError(f"{run_dir}: --run {pick!r} {what} results file (found: {listed})")
 
 
-def find_results(run_dir: Path, pick: str | None = None, strict: bool = True) -> tuple[Path, str | None]:
+def find_results(run_dir: Path, pick: str | None = None) -> tuple[Path, str | None]:
     """The results file a run folder means, by the one rule every command uses, and a note saying why.
 
     Every `*_results.json` under run_dir counts (lmms-eval nests them in a model folder; `emo-tasks judge` writes
     RUN/judged/<judge setup>/, where a judge run again only adds a newer result: the newest per judge folder
     counts).  One file: that one.  One lmms-eval run plus exactly one judged result made from it: the judged one
     (the same answers, scored).  Anything else is ambiguous and raises ReportError listing the files, so a number
-    never comes from a run nobody chose; `pick` (--run / --base-run / --new-run) chooses.  `strict` is kept for
-    callers of the old signature: the rule no longer guesses either way."""
+    never comes from a run nobody chose; `pick` (--run / --base-run / --new-run) chooses."""
     if run_dir.is_file():
         return run_dir, None
     lmms, judged_all = candidates(run_dir)
     found_all = sorted(lmms + judged_all, key=lambda p: (p.name, str(p)))
     if pick:
-        return _pick(run_dir, pick, found_all), None
+        return pick_results(run_dir, pick, found_all), None
     judged = newest_per_folder(judged_all)
     found = sorted(lmms + judged, key=lambda p: (p.name, str(p)))
     if not found:
@@ -248,13 +247,13 @@ def _judged_from(path: Path) -> str | None:
         return None
 
 
-def load_run(run_dir: str | Path, pick: str | None = None, strict: bool = True) -> Run:
+def load_run(run_dir: str | Path, pick: str | None = None) -> Run:
     """Read one run folder; missing per-sample files become notes, never errors.  `pick`: see `find_results`
     (a folder holding several runs and no pick raises ReportError).  A malformed results file raises InputError."""
     path = Path(run_dir)
     if not path.exists():
         raise ReportError(f"{path}: no such run folder")
-    results_file, choice = find_results(path, pick, strict)
+    results_file, choice = find_results(path, pick)
     data = _read_json(results_file)
     if not isinstance(data, dict) or not isinstance(data.get("results", {}), dict):
         raise InputError(f"{results_file}: not an lmms-eval results file (no 'results' object)")
@@ -264,7 +263,7 @@ def load_run(run_dir: str | Path, pick: str | None = None, strict: bool = True) 
     for task, row in data["results"].items():
         if not isinstance(row, dict):
             raise InputError(f"{results_file}: results[{task!r}] is not an object")
-    run = Run(path=_run_root(path, results_file), results_file=results_file, data=data, choice=choice)
+    run = Run(path=run_root(path, results_file), results_file=results_file, data=data, choice=choice)
     for task in sorted(run.results):
         bench = benchmark_of(task)
         if bench is None or task in bench.groups or bench.read_samples is None:
@@ -330,7 +329,7 @@ def judge_setup_text(setup: Any) -> str | None:
     return "; ".join(parts)
 
 
-def _run_root(path: Path, results_file: Path) -> Path:
+def run_root(path: Path, results_file: Path) -> Path:
     """Where a run's own files are: the nearest folder from the results file up to `path` that holds
     `emo_tasks_judge/` (lmms-eval nests results in a model folder; `emo-tasks judge` writes RUN/judged/<judge>/),
     else `path`."""

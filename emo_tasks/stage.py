@@ -56,10 +56,10 @@ from emo_tasks.stage_plan import (  # noqa: F401 - the stage's names, re-exporte
 
 
 # ------------------------------------------------------------------------------------------------ the run
-def source_results(run_dir: Path, pick: str | None = None) -> Path:
-    """The lmms-eval results file to judge, by the rule every command uses (`report.find_results`): the folder's
-    one lmms-eval results file (judged results under `judged/` are ours, never a source), or the one `pick`
-    (--run) names; several and none picked is a refusal listing them."""
+def source_results(run_dir: Path, pick: str | None = None) -> tuple[Path, dict[str, Any]]:
+    """The lmms-eval results file to judge and its content, by the rule every command uses
+    (`report.find_results`): the folder's one lmms-eval results file (judged results under `judged/` are ours,
+    never a source), or the one `pick` (--run) names; several and none picked is a refusal listing them."""
     from emo_tasks import report
 
     if run_dir.is_file():
@@ -70,7 +70,7 @@ def source_results(run_dir: Path, pick: str | None = None) -> Path:
         lmms, judged = report.candidates(run_dir)
         if pick:
             try:
-                chosen = report._pick(run_dir, pick, sorted(lmms + judged, key=lambda p: (p.name, str(p))))
+                chosen = report.pick_results(run_dir, pick, sorted(lmms + judged, key=lambda p: (p.name, str(p))))
             except report.ReportError as exc:
                 raise StageRefused(str(exc)) from None
         elif not lmms:
@@ -90,12 +90,14 @@ def source_results(run_dir: Path, pick: str | None = None) -> Path:
         data = json.loads(chosen.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise StageError(f"{chosen}: not readable JSON ({exc})") from exc
-    if isinstance(data, dict) and MARKER in data:
+    if not isinstance(data, dict):
+        raise StageError(f"{chosen}: not an lmms-eval results file (no JSON object)")
+    if MARKER in data:
         raise StageRefused(
             f"{chosen} is a judged result (written by emo-tasks judge); judge the lmms-eval run it was made from: "
             f"{(data.get(MARKER) or {}).get('source_results')}"
         )
-    return chosen
+    return chosen, data
 
 
 def run_tasks(data: Mapping[str, Any], wanted: Sequence[str] | None) -> list[str]:
@@ -127,12 +129,12 @@ def logged_samples(
     `EMO_JUDGE=defer` run wrote to its folder's `emo_tasks_judge/` when there is exactly one for the task
     (several: refused, they cannot be told apart).  Never another run's file."""
     from emo_tasks.datafiles import read_jsonl_numbered
-    from emo_tasks.report import _run_root
+    from emo_tasks.report import run_root
 
     path = sample_log(run_dir, results_file, task)
     deferred = path is None
     if deferred and (data is None or was_deferred(data, task)):
-        root = _run_root(run_dir, results_file)
+        root = run_root(run_dir, results_file)
         found = sorted((root / "emo_tasks_judge").glob(f"{_deferred_name(task)}_*_answers.jsonl"))
         if len(found) > 1:
             raise StageRefused(
@@ -246,7 +248,7 @@ def check_rows(plan: TaskPlan, n_samples: Mapping[str, Any] | None, partial: boo
         raise StageRefused(f"rows: {task}: {where} holds {len(seen)} rows, the run answered {effective}")
     if len(seen) < effective:
         # lmms-eval answers the first `effective` rows (--limit), so the missing ones are among them
-        missing = sorted(set(range(effective)) - set(seen)) or []
+        missing = sorted(set(range(effective)) - set(seen))
         if not partial:
             raise StageRefused(
                 f"rows: {task}: {where} holds {len(seen)} of the {effective} rows the run answered (missing doc_id "
@@ -422,8 +424,7 @@ def judge_run(
     outp = sys.stdout if stream is None else stream
     run_path = Path(run_dir)
     try:
-        results_file = source_results(run_path, run)
-        data = json.loads(results_file.read_text(encoding="utf-8"))
+        results_file, data = source_results(run_path, run)
         names = run_tasks(data, tasks)
         if not names:
             raise StageError(f"{results_file}: the run has no emo-tasks task")
@@ -449,36 +450,27 @@ def judge_run(
             if plan.missing:
                 print(f"emo-tasks judge: --partial: {plan.task}: judging {len(plan.samples)} of the "
                       f"{plan.n_expected} rows the run answered", file=err)  # fmt: skip
+        print(f"emo-tasks judge: {results_file} ({len(names)} tasks, {sum(len(p.samples) for p in plans)} "
+              "answers)", file=err)  # fmt: skip
         if dry_run:
-            print(f"emo-tasks judge: {results_file} ({len(names)} tasks, "
-                  f"{sum(len(p.samples) for p in plans)} answers)", file=err)  # fmt: skip
             from emo_tasks.dryrun import dry_run_report
 
             return dry_run_report(plans, prices or {}, outp, multiemo_judge)
         setup = judge_setup(senv, names, multiemo_judge)
         out_dir = Path(out) if out is not None else run_path / JUDGED_DIR / judge_slug(setup)
         usable_out(out_dir)
+        with _judge_lock(out_dir, err):
+            return _judge_and_write(
+                plans, kept, data, results_file, out_dir, senv, setup, multiemo_judge, max_failure_share, err, outp
+            )
     except StageRefused as exc:
         print(f"emo-tasks judge: refused: {exc}", file=err)
         return EXIT_REFUSED
     except StageError as exc:
         print(f"emo-tasks judge: {exc}", file=err)
         return EXIT_ERROR
-    except Exception as exc:  # settings or data errors name their variable, file or row
-        print(f"emo-tasks judge: {type(exc).__name__}: {_one_line(exc)}", file=err)
-        return EXIT_ERROR
-    print(f"emo-tasks judge: {results_file} ({len(names)} tasks, {sum(len(p.samples) for p in plans)} answers)",
-          file=err)  # fmt: skip
-    try:
-        with _judge_lock(out_dir, err):
-            return _judge_and_write(
-                plans, kept, data, results_file, out_dir, senv, setup, multiemo_judge, max_failure_share, err, outp
-            )
-    except StageError as exc:
-        print(f"emo-tasks judge: {exc}", file=err)
-        return EXIT_ERROR
-    except Exception as exc:  # noqa: BLE001 - any crash is exit 3 with one line, never a traceback
-        print(f"emo-tasks judge: {type(exc).__name__}: {_one_line(exc)}", file=err)
+    except Exception as exc:  # noqa: BLE001 - settings or data errors name their variable, file or row; any crash
+        print(f"emo-tasks judge: {type(exc).__name__}: {_one_line(exc)}", file=err)  # is exit 3 in one line
         return EXIT_ERROR
 
 
