@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -116,6 +118,23 @@ def make_engine(tmp_path: Path) -> Iterator[Callable[..., JudgeEngine]]:
 
 def env_without_secrets() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in _ENV_VARS}
+
+
+def cli_env(cache: Path, srv: LoopbackServer | None = None, **extra: str) -> dict[str, str]:
+    """The environment tests give the real CLIs: no secrets of the caller's, the Hub offline, a cache of the test's
+    own, no progress bars, the loopback judge when `srv` is given, then `extra`."""
+    env = env_without_secrets()
+    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", EMO_CACHE_DIR=str(cache), EMO_PROGRESS="0")
+    if srv is not None:
+        env.update(OPENAI_BASE_URL=srv.base_url, OPENAI_API_KEY=API_KEY)
+    env.update(extra)
+    return env
+
+
+def run_emo(env: dict[str, str], *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    """`python -m emo_tasks ARGS` in `env`, output captured."""
+    return subprocess.run([sys.executable, "-m", "emo_tasks", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
 
 
 def icc21_reference(x: Any) -> float:

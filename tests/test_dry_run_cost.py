@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import API_KEY, env_without_secrets, with_mme_sample
+from conftest import API_KEY, cli_env, run_emo, with_mme_sample
 from fakes import Judge
 
 from emo_tasks.dryrun import STAND_IN_BASE_URL, dry_run_env
@@ -34,17 +34,11 @@ SHARED_CLUES = Path(__file__).resolve().parents[2] / "shared" / "data" / "mme_em
 
 
 def _base_env(cache: Path, srv: LoopbackServer | None = None) -> dict[str, str]:
-    env = env_without_secrets()
-    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", EMO_CACHE_DIR=str(with_mme_sample(cache)),
-               EMO_PROGRESS="0")  # fmt: skip
-    if srv is not None:
-        env.update(OPENAI_BASE_URL=srv.base_url, OPENAI_API_KEY=API_KEY)
-    return env
+    return cli_env(with_mme_sample(cache), srv)
 
 
 def emo(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "emo_tasks", *args], env=env, capture_output=True, text=True,
-                          timeout=600)  # fmt: skip
+    return run_emo(env, *args, timeout=600)
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import API_KEY, env_without_secrets
+from conftest import API_KEY, cli_env
 from fakes import Judge
 
 from emo_tasks import export
@@ -35,11 +35,7 @@ SECOND_ANSWER = "Incorrect. Score: 20. The emotion is calm."
 
 # ------------------------------------------------------------------------------------------------ real runs
 def _env(cache: Path, srv: LoopbackServer | None = None) -> dict[str, str]:
-    env = env_without_secrets()
-    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", EMO_CACHE_DIR=str(cache), EMO_PROGRESS="0")
-    if srv is not None:
-        env.update(OPENAI_BASE_URL=srv.base_url, OPENAI_API_KEY=API_KEY)
-    return env
+    return cli_env(cache, srv)
 
 
 def lmms(out: Path, cache: Path, *flags: str, answer: str = FIRST_ANSWER, judge: bool = True) -> None:

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import API_KEY, env_without_secrets
+from conftest import API_KEY, cli_env
 from fakes import Judge
 
 from judges.testing import LoopbackServer, Reply, last_user_text
@@ -45,13 +45,8 @@ class FlakyJudge(Judge):
 
 
 def _env(cache: Path, srv: LoopbackServer | None = None, **extra: str) -> dict[str, str]:
-    env = env_without_secrets()
-    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", EMO_CACHE_DIR=str(cache), EMO_PROGRESS="0",
-               EMO_JUDGE_BACKOFF_BASE="0.01", EMO_JUDGE_BACKOFF_MAX="0.05", EMO_JUDGE_TIMEOUT="5")  # fmt: skip
-    if srv is not None:
-        env.update(OPENAI_BASE_URL=srv.base_url, OPENAI_API_KEY=API_KEY)
-    env.update(extra)
-    return env
+    fast = {"EMO_JUDGE_BACKOFF_BASE": "0.01", "EMO_JUDGE_BACKOFF_MAX": "0.05", "EMO_JUDGE_TIMEOUT": "5"}
+    return cli_env(cache, srv, **{**fast, **extra})
 
 
 def emo(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import API_KEY, env_without_secrets
+from conftest import API_KEY, cli_env, run_emo
 from fakes import Model
 
 from judges.testing import LoopbackServer
@@ -26,13 +26,7 @@ pytestmark = pytest.mark.slow
 
 
 def _env(cache: Path, srv: LoopbackServer | None = None, **extra: str) -> dict[str, str]:
-    env = env_without_secrets()
-    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", EMO_CACHE_DIR=str(cache), EMO_PROGRESS="0",
-               EMO_JUDGE_BACKOFF_BASE="0.01", EMO_JUDGE_BACKOFF_MAX="0.05")  # fmt: skip
-    if srv is not None:
-        env.update(OPENAI_BASE_URL=srv.base_url, OPENAI_API_KEY=API_KEY)
-    env.update(extra)
-    return env
+    return cli_env(cache, srv, **{"EMO_JUDGE_BACKOFF_BASE": "0.01", "EMO_JUDGE_BACKOFF_MAX": "0.05", **extra})
 
 
 def _lmms(out: Path, env: dict[str, str], srv: LoopbackServer, *flags: str) -> subprocess.CompletedProcess:
@@ -43,8 +37,7 @@ def _lmms(out: Path, env: dict[str, str], srv: LoopbackServer, *flags: str) -> s
 
 
 def emo(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "emo_tasks", *args], env=env, capture_output=True, text=True,
-                          timeout=900)  # fmt: skip
+    return run_emo(env, *args)
 
 
 def _results(folder: Path) -> dict:

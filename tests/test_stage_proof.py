@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import API_KEY, env_without_secrets, with_mme_sample
+from conftest import API_KEY, cli_env, run_emo, with_mme_sample
 from fakes import Model
 
 from judges.testing import LoopbackServer, Reply
@@ -27,18 +27,12 @@ pytestmark = pytest.mark.slow
 
 
 def _env(cache: Path, srv: LoopbackServer | None = None, **extra: str) -> dict[str, str]:
-    env = env_without_secrets()
-    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", EMO_CACHE_DIR=str(cache), EMO_PROGRESS="0",
-               EMO_JUDGE_BACKOFF_BASE="0.01", EMO_JUDGE_BACKOFF_MAX="0.05", EMO_JUDGE_MAX_TRIES="2")  # fmt: skip
-    if srv is not None:
-        env.update(OPENAI_BASE_URL=srv.base_url, OPENAI_API_KEY=API_KEY)
-    env.update(extra)
-    return env
+    fast = {"EMO_JUDGE_BACKOFF_BASE": "0.01", "EMO_JUDGE_BACKOFF_MAX": "0.05", "EMO_JUDGE_MAX_TRIES": "2"}
+    return cli_env(cache, srv, **{**fast, **extra})
 
 
 def emo(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "emo_tasks", *args], env=env, capture_output=True, text=True,
-                          timeout=900)  # fmt: skip
+    return run_emo(env, *args)
 
 
 def _lmms(out: Path, env: dict[str, str], *flags: str, model: str = "openai", args: str = "") -> None:
