@@ -214,9 +214,9 @@ def test_an_in_process_aggregation_judges_the_other_tasks_only_when_it_holds_eve
                 ("ER-Wild", "TAG-b", hooks.load_task("mme_emotion/sample/ER-Wild", env)),
             )
         )
-        hooks.registry.take_answers()  # what process_results kept: keep it again as this "process" saw it
+        hooks.STATE.tasks.take_answers()  # what process_results kept: keep it again as this "process" saw it
         for record in (lab if all_answers_here else lab[:1]) + wild:
-            hooks.registry.record_answer(record)
+            hooks.STATE.tasks.record_answer(record)
         hooks.evaluate(lab)
         tags_sent = {tag for _, tag, _, _ in responder.seen}
         hooks.evaluate(wild)

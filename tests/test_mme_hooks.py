@@ -63,7 +63,7 @@ def test_process_docs_checks_settings_first_and_registers_them_with_the_docs(tmp
     monkeypatch.setenv("EMO_MME_ALPHA", "0.25")
     monkeypatch.setenv("EMO_VIDEO_REMUX", "0")
     docs = hooks.process_docs(placeholder("mme_emotion/benchmark/ER-Lab"))
-    loaded = hooks.registry.get("benchmark", "ER-Lab")
+    loaded = hooks.STATE.tasks.get("benchmark", "ER-Lab")
     assert (loaded.settings.alpha, loaded.settings.judge_mode, loaded.settings.common.video_remux) == (
         0.25,
         "offline",

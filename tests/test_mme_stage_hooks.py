@@ -50,8 +50,8 @@ def records_for(task: str, env: dict[str, str], answer: str = ANSWER):
 @pytest.fixture(autouse=True)
 def fresh_memo(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test judges afresh (the memo key leaves out `args`) and sees its own deferred-run notice."""
-    monkeypatch.setattr(hooks, "_memo", LastResult())
-    monkeypatch.setattr(hooks, "_deferred_notices", set())
+    monkeypatch.setattr(hooks.STATE, "memo", LastResult())
+    monkeypatch.setattr(hooks.STATE, "_notices", set())
 
 
 # --------------------------------------------------------------------------------------------- load_task
@@ -59,7 +59,7 @@ def test_load_task_is_process_docs_with_the_given_environment(tmp_path: Path, mo
     env = sample_env(tmp_path / "cache", EMO_JUDGE="offline", EMO_MME_ALPHA="0.25")
     docs = hooks.load_task("mme_emotion/sample/ER-Lab", env)
     assert [d["row"] for d in docs] == list(range(len(docs))) == [0, 1]  # doc_id = index
-    loaded = hooks.registry.get("sample", "ER-Lab")
+    loaded = hooks.STATE.tasks.get("sample", "ER-Lab")
     assert (loaded.settings.alpha, loaded.settings.judge_mode) == (0.25, "offline")  # from `env`, not os.environ
     assert loaded.index == {0: 0, 1: 1}
     for name, value in env.items():
@@ -137,7 +137,7 @@ def test_defer_reports_judge_metrics_as_none_and_keeps_the_answers(tmp_path: Pat
     per_task = {}
     for task in TASKS:
         docs, records = records_for(task, env)
-        assert hooks.registry.get("sample", task).settings.judge_mode == "defer"
+        assert hooks.STATE.tasks.get("sample", task).settings.judge_mode == "defer"
         per_task[task] = (docs, hooks.evaluate(records, args))
     for _task, (_docs, metrics) in per_task.items():
         assert list(metrics) == list(TABLE.names)
@@ -166,7 +166,7 @@ def test_defer_with_log_samples_or_without_output_path(tmp_path: Path, capsys) -
     metrics = hooks.evaluate(records, SimpleNamespace(output_path=str(out), log_samples=True))
     assert metrics["rec_s"] is None and not (out / "emo_tasks_judge").exists()  # lmms-eval's samples file has them
     assert f"emo-tasks judge {out}" in capsys.readouterr().err
-    hooks._memo = LastResult()
+    hooks.STATE.memo = LastResult()
     hooks.evaluate(records, None)
     err = capsys.readouterr().err
     assert "only kept with --output_path and --log_samples" in err and err.count("\n") == 1
@@ -208,7 +208,7 @@ def test_summary_records_endpoint_api_models_and_usage(tmp_path: Path) -> None:
         _, records = records_for("ML-ER", env)
         hooks.evaluate(records, SimpleNamespace(output_path=str(tmp_path / "out1"), log_samples=True))
         first = _calls(srv)
-        hooks._memo = LastResult()
+        hooks.STATE.memo = LastResult()
         hooks.evaluate(records, SimpleNamespace(output_path=str(tmp_path / "out2"), log_samples=True))
         port = srv.base_url.split(":")[2].split("/")[0]
     assert first == {"step": 1, "judge": 2} and len(srv.calls) == 3  # the rerun is answered by the cache
@@ -295,7 +295,7 @@ def test_plan_counts_what_the_run_then_sends_and_what_is_cached(tmp_path: Path) 
 
         # 3. the real run sends exactly what the plan said
         judge.judge_ok = True
-        hooks._memo = LastResult()
+        hooks.STATE.memo = LastResult()
         hooks.evaluate(records)
         assert _calls(srv) == {"step": 0, "judge": middle["judge"]["to_send"]}
 
@@ -313,7 +313,7 @@ def test_plan_judge_requests_have_the_run_cache_keys(tmp_path: Path) -> None:
         with LoopbackServer(responder=Judge(), expected_api_key=API_KEY) as srv:
             env = loopback_env(tmp_path / protocol, srv, EMO_MME_JUDGE_PROTOCOL=protocol)
             _, records = records_for("FG-SA", env)
-            hooks._memo = LastResult()
+            hooks.STATE.memo = LastResult()
             hooks.evaluate(records)
             keys = set(srv.keys_answered())
             plan = _by_agent(hooks.plan(records))

@@ -144,7 +144,7 @@ def test_process_docs_fails_fast_and_registers_what_it_loaded(tmp_path: Path, mo
     path = _write(tmp_path, _row(id="a"), _row(id="b"))
     monkeypatch.setenv("EMO_MULTIEMO_FILE", str(path))
     docs = hooks.process_docs(placeholder)
-    loaded = hooks._loaded.get("benchmark")
+    loaded = hooks.STATE.sources.get("benchmark")
     assert loaded.settings == MultiEmoSettings.from_env(environ()) and set(loaded.images) == {"a", "b"}
     # image a: all 8 answers, one without a score; image b: only 3 answers came back (e.g. --limit)
     records = [hooks.process_results(d, ["Score: 170" if i == 3 else f"Score: {10 * i}"])["cheb"]

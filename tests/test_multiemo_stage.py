@@ -154,7 +154,7 @@ def test_stage_rescoring_gives_exactly_the_in_process_metrics(tmp_path: Path, mo
 
     lines = sample_log(tmp_path, "multiemo_sample", logged)
     assert isinstance(lines[0]["filtered_resps"], str)  # one answer per doc, unwrapped
-    monkeypatch.setattr(hooks, "_memo", LastResult())
+    monkeypatch.setattr(hooks.STATE, "memo", LastResult())
     out = tmp_path / "judged"
     args = SimpleNamespace(output_path=str(out), log_samples=True)
     records, got = rescore(hooks, "precision_ours", "multiemo/sample", environ(), lines, kwargs, args)

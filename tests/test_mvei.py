@@ -139,7 +139,7 @@ def test_process_docs_reads_the_settings_before_anything_else(tmp_path: Path, mo
     docs = hooks.process_docs(placeholder("sample"))
     assert len(docs) == len(PAIRS) and {d["data_source"] for d in docs} == {"sample"}
     assert all(d["image_path"].startswith(str(tmp_path / "cache")) for d in docs)
-    assert hooks._loaded.get("sample") == MVEISettings.from_env(environ(), "sample")  # kept for the aggregation
+    assert hooks.STATE.sources.get("sample") == MVEISettings.from_env(environ(), "sample")  # kept for the aggregation
     with pytest.raises(DataError, match="mvei/benchmark or mvei/sample"):
         hooks.process_docs(placeholder("other"))
 

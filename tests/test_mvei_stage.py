@@ -94,7 +94,7 @@ def test_load_task_gives_process_docs_rows_in_order(tmp_path: Path, monkeypatch:
     assert rows == docs and [d["row"] for d in docs] == list(range(len(docs)))
     # lmms-eval hands doc_to_target a Dataset row: the same target as the stage's loaded doc
     assert [hooks.doc_to_target(r) for r in rows] == [hooks.doc_to_target(d) for d in docs]
-    assert hooks._loaded.get("sample") is not None  # evaluate's settings come from load_task too
+    assert hooks.STATE.sources.get("sample") is not None  # evaluate's settings come from load_task too
     with pytest.raises(DataError, match="mvei/benchmark or mvei/sample"):
         hooks.load_task("mvei/other", environ())
     with pytest.raises(DataError, match="mvei/benchmark or mvei/sample"):
@@ -197,7 +197,7 @@ def test_stage_rescoring_gives_exactly_the_in_process_metrics(tmp_path: Path, mo
 
     lines = sample_log(tmp_path, "mvei_sample", logged)
     assert lines[0]["filtered_resps"] == ANSWERS[0]  # the samples file holds the three answers, unwrapped
-    monkeypatch.setattr(hooks, "_memo", LastResult())  # computed afresh, not the in-process value remembered
+    monkeypatch.setattr(hooks.STATE, "memo", LastResult())  # computed afresh, not the in-process value remembered
     records, got = rescore(
         hooks, TABLE.names[0], "mvei/sample", environ(), lines, kwargs, SimpleNamespace(log_samples=True)
     )
@@ -221,7 +221,7 @@ def test_stage_on_another_machine_copy_of_the_data(tmp_path: Path, monkeypatch: 
         logged.append(logged_sample(doc_id, doc, hooks.doc_to_target(doc), hooks.doc_to_text(doc), answers, metrics))
     want = hooks.evaluate([s["acc_total"] for s in logged])
     lines = sample_log(tmp_path, "mvei", logged)
-    monkeypatch.setattr(hooks, "_memo", LastResult())
+    monkeypatch.setattr(hooks.STATE, "memo", LastResult())
     stage_env = {"EMO_MVEI_FILE": str(b / "mvei.jsonl"), "EMO_CACHE_DIR": str(tmp_path / "c2")}
     _, got = rescore(hooks, TABLE.names[0], "mvei/benchmark", stage_env, lines, {}, None)
     assert got == want

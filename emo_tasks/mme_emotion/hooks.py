@@ -20,16 +20,15 @@ and `plan`, so a later judgement gives the numbers an in-process one gives.
 from __future__ import annotations
 
 import sys
-import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from loguru import logger
 
-from emo_tasks.common import LastResult, placeholder_name, row_target
+from emo_tasks.common import placeholder_name, row_target
 from emo_tasks.settings import CommonSettings, environ, lmms_eval_predict_only
 from judges import BatchStats, JudgeCache, JudgeEngine, get_engine
 from judges.atomic import atomic_write_text
@@ -40,72 +39,10 @@ from .judge import Judgement, judge_groups, judge_samples
 from .parsers import per_task_rule_differs
 from .protocol import model_prompt, prompt_hashes, spec_for
 from .remux import model_ready_path
+from .run_state import STATE, record_id, record_key, same_answers
 from .sample import sample_root
 from .scoring import TABLE, SampleResult
 from .settings import MMESettings
-
-
-# ------------------------------------------------------------------------------------------------ registry
-@dataclass(frozen=True)
-class LoadedTask:
-    """One task as `process_docs` loaded it: the settings it was checked with, its docs by row, and each row's
-    index in the docs lmms-eval got (its `doc_id`)."""
-
-    settings: MMESettings
-    docs: Mapping[int, dict[str, Any]]
-    index: Mapping[int, int] = field(default_factory=dict)
-
-
-class TaskRegistry:
-    """(source, task key) -> LoadedTask.  process_docs runs on every rank before inference, so the aggregation
-    (rank 0) finds the settings and the full rows here, and `process_results` records stay small in lmms-eval's
-    sample logs."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._tasks: dict[tuple[str, str], LoadedTask] = {}
-        self._answers: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
-
-    def register(self, source: str, key: str, settings: MMESettings, docs: Sequence[dict[str, Any]]) -> None:
-        with self._lock:
-            self._tasks[(source, key)] = LoadedTask(
-                settings, {int(d["row"]): d for d in docs}, {int(d["row"]): i for i, d in enumerate(docs)}
-            )
-            self._answers.pop((source, key), None)  # a new run of the task: earlier answers are not its own
-
-    def record_answer(self, record: Mapping[str, Any]) -> None:
-        """Keep a `process_results` record of a judged task, so that the first aggregation of a group run can
-        judge every task's answers in one pipeline (`_judge_ahead`)."""
-        key = _record_key(record)
-        with self._lock:
-            loaded = self._tasks.get(key)
-            if loaded is not None and loaded.settings.judge_mode == "api":
-                self._answers.setdefault(key, {})[int(record["row"])] = dict(record)
-
-    def take_answers(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
-        """Every kept answer by task, forgetting them."""
-        with self._lock:
-            answers, self._answers = self._answers, {}
-        return {key: list(rows.values()) for key, rows in answers.items() if rows}
-
-    def forget_answers(self, key: tuple[str, str]) -> None:
-        with self._lock:
-            self._answers.pop(key, None)
-
-    def find(self, source: str, key: str) -> LoadedTask | None:
-        with self._lock:
-            return self._tasks.get((source, key))
-
-    def get(self, source: str, key: str) -> LoadedTask:
-        loaded = self.find(source, key)
-        if loaded is None:
-            raise KeyError(
-                f"MME-Emotion task {(source, key)} was not loaded in this process (process_docs did not run?)"
-            )
-        return loaded
-
-
-registry = TaskRegistry()
 
 
 def parse_source(name: str) -> tuple[str, str]:
@@ -136,7 +73,7 @@ def load_task(dataset_name: str, env: Mapping[str, str]) -> list[dict[str, Any]]
         root = benchmark_root(settings.common.data_root, settings.hub_id)
     docs = load_task_docs(spec, root, source=source, need_clues=settings.audio_clues != "live")
     check_videos_exist(docs, spec.task)
-    registry.register(source, spec.key, settings, docs)
+    STATE.tasks.register(source, spec.key, settings, docs)
     return docs
 
 
@@ -152,16 +89,12 @@ def process_docs(dataset: Any) -> Any:
     return datasets.Dataset.from_list(load_task(placeholder_name(dataset, "MME-Emotion"), env))
 
 
-def _record_key(record: Mapping[str, Any]) -> tuple[str, str]:
-    return record.get("data_source", "benchmark"), record["mme_task"]
-
-
 def lookup_doc(record: dict[str, Any]) -> dict[str, Any]:
     """The full doc behind a `process_results` record (registered by process_docs in this process)."""
-    loaded = registry.get(*_record_key(record))
+    loaded = STATE.tasks.get(*record_key(record))
     doc = loaded.docs.get(int(record["row"]))
     if doc is None:
-        key = (*_record_key(record), int(record["row"]))
+        key = (*record_key(record), int(record["row"]))
         raise KeyError(f"MME-Emotion doc {key} was not loaded in this process (process_docs did not run?)")
     return doc
 
@@ -169,7 +102,7 @@ def lookup_doc(record: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------- model input
 def _common(doc: Mapping[str, Any]) -> CommonSettings:
     """The settings of the doc's task (process_docs registered them); read afresh for a doc from elsewhere."""
-    loaded = registry.find(doc.get("data_source", "benchmark"), doc.get("mme_task", ""))
+    loaded = STATE.tasks.find(doc.get("data_source", "benchmark"), doc.get("mme_task", ""))
     return loaded.settings.common if loaded is not None else CommonSettings.from_env(environ())
 
 
@@ -210,7 +143,7 @@ def doc_to_target(doc: dict[str, Any], model_specific_target_kwargs: Any = None)
         "label_set": list(doc["label_set"]),
         "data_source": doc.get("data_source", "benchmark"),
     }
-    loaded = registry.find(doc.get("data_source", "benchmark"), doc["mme_task"])
+    loaded = STATE.tasks.find(doc.get("data_source", "benchmark"), doc["mme_task"])
     if loaded is None or loaded.settings.audio_clues == "released":
         content["audio_clue"] = doc.get("audio_clue")
     return row_target(doc["label"], content)
@@ -231,7 +164,7 @@ def doc_to_messages(doc: dict[str, Any], lmms_eval_specific_kwargs: dict[str, An
 
 
 def process_results(doc: dict[str, Any], results: Sequence[Any]) -> dict[str, dict[str, Any]]:
-    """Record the answer with what the judge will need; no network.  The record is also kept by the registry (a
+    """Record the answer with what the judge will need; no network.  The record is also kept in the run state (a
     locked dict: lmms-eval calls this from 4 threads), so that the first aggregation can judge every task of the
     run in one pipeline.  (A one-answer list, as a samples file of an lmms-eval that does not unwrap it holds, is
     the answer.)"""
@@ -248,7 +181,7 @@ def process_results(doc: dict[str, Any], results: Sequence[Any]) -> dict[str, di
         "data_source": doc.get("data_source", "benchmark"),
         "answer": answer,
     }
-    registry.record_answer(record)
+    STATE.tasks.record_answer(record)
     return {metric: record for metric in TABLE.names}
 
 
@@ -263,13 +196,10 @@ class TaskResult:
     summary: dict[str, Any] | None = None
 
 
-_memo = LastResult()  # the eight metric aggregations of a task share one judge phase
-
-
 def settings_for(records: Sequence[Mapping[str, Any]]) -> MMESettings:
     """The settings process_docs checked for the records' task (the first task's, should records mix tasks)."""
-    source, key = min({_record_key(r) for r in records})
-    return registry.get(source, key).settings
+    source, key = min({record_key(r) for r in records})
+    return STATE.tasks.get(source, key).settings
 
 
 def evaluate(items: Sequence[dict[str, Any]], args: Any = None) -> dict[str, Any]:
@@ -283,57 +213,14 @@ def evaluate_task(items: Sequence[dict[str, Any]], args: Any = None) -> TaskResu
         return TaskResult(dict.fromkeys(TABLE.names))
     settings = settings_for(items)
     key = (settings, tuple((r["mme_task"], r["row"], r["video_id"], r["answer"]) for r in items))
-    return _memo.get(key, lambda: _evaluate(list(items), settings, args))
+    return STATE.memo.get(key, lambda: _evaluate(list(items), settings, args))
 
 
 # ------------------------------------------------------------------------------------- judging ahead
-def _record_id(record: Mapping[str, Any]) -> tuple[Any, ...]:
-    return (*_record_key(record), int(record["row"]), record["video_id"], record["answer"])
-
-
-def _same_answers(ids: Collection[tuple[Any, ...]], records: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether `records` are exactly the answers `ids` (record ids) name, each once."""
-    return len(ids) == len(records) and set(ids) == {_record_id(r) for r in records}
-
-
-class _Ahead:
-    """Judgements made ahead of their task's aggregation by `judge_ahead` (several tasks in one pipeline), each
-    taken once by the aggregation of exactly the same records, with that task's per-agent accounting."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._done: dict[tuple[MMESettings, tuple[str, str]], tuple[dict, dict[str, BatchStats]]] = {}
-
-    def put(self, settings: MMESettings, items: Sequence[Mapping[str, Any]], judged: Sequence[Judgement],
-            stats: dict[str, BatchStats]) -> None:  # fmt: skip
-        by_id = {_record_id(r): j for r, j in zip(items, judged, strict=True)}
-        with self._lock:
-            self._done[(settings, _record_key(items[0]))] = (by_id, stats)
-
-    def has(self, settings: MMESettings, records: Sequence[Mapping[str, Any]]) -> bool:
-        with self._lock:
-            entry = self._done.get((settings, _record_key(records[0])))
-        return entry is not None and _same_answers(entry[0].keys(), records)
-
-    def take(
-        self, settings: MMESettings, records: Sequence[Mapping[str, Any]]
-    ) -> tuple[list[Judgement], dict[str, BatchStats]] | None:
-        """The judgements of `records` (in their order) and the accounting, when judged ahead for exactly these."""
-        with self._lock:
-            entry = self._done.pop((settings, _record_key(records[0])), None)
-        if entry is None:
-            return None
-        by_id, stats = entry
-        if not _same_answers(by_id.keys(), records):
-            return None  # other answers than the ones judged ahead: judge these now
-        return [by_id[_record_id(r)] for r in records], stats
-
-
-_ahead = _Ahead()
 
 
 def _single_task(records: Sequence[Mapping[str, Any]]) -> bool:
-    return bool(records) and len({_record_key(r) for r in records}) == 1
+    return bool(records) and len({record_key(r) for r in records}) == 1
 
 
 def _label(items: Sequence[Mapping[str, Any]]) -> str:
@@ -354,15 +241,15 @@ def judge_ahead(groups: Sequence[Sequence[dict[str, Any]]]) -> int:
         if not _single_task(records):
             continue
         settings = settings_for(records)
-        if settings.judge_mode != "api" or _ahead.has(settings, records):
+        if settings.judge_mode != "api" or STATE.ahead.has(settings, records):
             continue
-        registry.forget_answers(_record_key(records[0]))
+        STATE.tasks.forget_answers(record_key(records[0]))
         by_settings.setdefault(settings, []).append([{**lookup_doc(r), **r} for r in records])
     for settings, item_groups in by_settings.items():
         stats: list[dict[str, BatchStats]] = [{} for _ in item_groups]
         judged = judge_groups(item_groups, settings, descs=[_label(items) for items in item_groups], stats=stats)
         for items, js, st in zip(item_groups, judged, stats, strict=True):
-            _ahead.put(settings, items, js, st)
+            STATE.ahead.put(settings, items, js, st)
     return sum(len(g) for g in by_settings.values())
 
 
@@ -372,9 +259,9 @@ def _judge_ahead_in_process(records: Sequence[dict[str, Any]]) -> bool:
     other ranks recorded), judge them together with every other task's kept answers in one pipeline."""
     if not _single_task(records):
         return False
-    answers = registry.take_answers()
-    own = answers.pop(_record_key(records[0]), [])
-    if not answers or not _same_answers([_record_id(r) for r in own], records):
+    answers = STATE.tasks.take_answers()
+    own = answers.pop(record_key(records[0]), [])
+    if not answers or not same_answers([record_id(r) for r in own], records):
         return False
     return judge_ahead([list(records), *answers.values()]) > 0
 
@@ -397,9 +284,9 @@ def _evaluate(records: list[dict[str, Any]], settings: MMESettings, args: Any) -
         )
         judgements = [None] * len(items)
     else:
-        ahead = _ahead.take(settings, records)
+        ahead = STATE.ahead.take(settings, records)
         if ahead is None and _judge_ahead_in_process(records):
-            ahead = _ahead.take(settings, records)
+            ahead = STATE.ahead.take(settings, records)
         if ahead is not None:
             judgements, stats = list(ahead[0]), ahead[1]
         else:
@@ -476,10 +363,6 @@ def judge_accounting(settings: MMESettings, stats: Mapping[str, BatchStats]) -> 
 
 
 # ------------------------------------------------------------------------------------------------ deferred
-_deferred_notices: set[str | None] = set()
-_notice_lock = threading.Lock()
-
-
 def _defer(
     items: list[dict[str, Any]], settings: MMESettings, args: Any, tasks: list[str], source: str, label: str
 ) -> TaskResult:
@@ -501,11 +384,8 @@ def _defer(
 def _deferred_notice(output_path: str | None) -> None:
     """Once per output folder and process (a group's tasks share one line): what to run next, on stderr (seen
     whatever lmms-eval's log level) and in the log."""
-    key = None if output_path is None else str(output_path)
-    with _notice_lock:
-        if key in _deferred_notices:
-            return
-        _deferred_notices.add(key)
+    if not STATE.first_notice(None if output_path is None else str(output_path)):
+        return
     if output_path:
         line = f"emo-tasks: MME-Emotion judging deferred: run  emo-tasks judge {output_path}"
     else:
@@ -525,7 +405,7 @@ def _write_answers(output_path: str, tasks: list[str], source: str, items: Seque
 
     rows = [
         {
-            "doc_id": registry.get(*_record_key(item)).index[int(item["row"])],
+            "doc_id": STATE.tasks.get(*record_key(item)).index[int(item["row"])],
             "target": doc_to_target(item),
             "filtered_resps": item["answer"],
         }

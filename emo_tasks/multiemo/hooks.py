@@ -17,14 +17,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.common import LastResult, atomic_write_text, load_yaml, placeholder_name, row_target
+from emo_tasks.common import atomic_write_text, load_yaml, placeholder_name, row_target
 from emo_tasks.datafiles import dataset_source
 from emo_tasks.images import load_image
 from emo_tasks.settings import environ
 
 from . import scoring
 from .data import EMOTIONS, VOTE_KEYS, data_file, image_result, load_images
-from .run_state import Loaded, _loaded, loaded  # noqa: F401 - `loaded` is part of the hooks' interface
+from .run_state import STATE, Loaded, loaded  # noqa: F401 - `loaded` is part of the hooks' interface
 from .settings import MultiEmoSettings
 
 PROTOCOL_FILE = Path(__file__).with_name("protocol.yml")
@@ -39,7 +39,7 @@ def load_task(dataset_name: str, env: Mapping[str, str]) -> list[dict[str, Any]]
     source = dataset_source(dataset_name, "multiemo")
     settings = MultiEmoSettings.from_env(env, source)
     images = load_images(data_file(settings))
-    _loaded.put(source, Loaded(settings, {img["image_id"]: img for img in images}))
+    STATE.sources.put(source, Loaded(settings, {img["image_id"]: img for img in images}))
     # (lmms-eval 0.7.3 drops `doc` from its sample log: `emo-tasks report` reads the votes from the data file; the
     # row fields here are what `doc_to_target` identifies the row by)
     return [
@@ -127,7 +127,7 @@ def image_results(records: Sequence[dict[str, Any]]) -> list[scoring.ImageResult
         failed[key] = failed.get(key, 0) + (r["parse_status"] != "parsed")
     out = []
     for key, scores in by_image.items():
-        source = _loaded.get(key[0])
+        source = STATE.sources.get(key[0])
         img = None if source is None else source.images.get(key[1])
         if img is None:
             raise KeyError(f"MultiEmo image {key} was not loaded in this process (process_docs did not run?)")
@@ -135,13 +135,10 @@ def image_results(records: Sequence[dict[str, Any]]) -> list[scoring.ImageResult
     return out
 
 
-_memo = LastResult()
-
-
 def evaluate(records: Sequence[dict[str, Any]], args: Any = None) -> dict[str, Any]:
     """Scores for one task's records, computed once for all its metrics (keyed by the settings the records'
     sources were loaded with and the records' content)."""
-    sources = [_loaded.get(s) for s in sorted({r.get("data_source", "benchmark") for r in records})]
+    sources = [STATE.sources.get(s) for s in sorted({r.get("data_source", "benchmark") for r in records})]
     settings = tuple(None if x is None else x.settings for x in sources)
 
     def compute() -> dict[str, Any]:
@@ -150,7 +147,7 @@ def evaluate(records: Sequence[dict[str, Any]], args: Any = None) -> dict[str, A
         _report(records, scores, args, time.perf_counter() - started)
         return scores
 
-    return _memo.get((settings, tuple((r["image_id"], r["emotion"], r["answer"]) for r in records)), compute)
+    return STATE.memo.get((settings, tuple((r["image_id"], r["emotion"], r["answer"]) for r in records)), compute)
 
 
 def _report(records: Sequence[dict[str, Any]], scores: dict[str, Any], args: Any, seconds: float) -> None:

@@ -1,8 +1,9 @@
-"""What a MultiEmo-Bench run keeps between `process_docs` and the aggregation: each source's settings and images.
+"""What a MultiEmo-Bench run keeps between `process_docs` and the aggregation: one object, `STATE`.
 
 Why it exists: lmms-eval gives the aggregation only the `process_results` records, and MultiEmo's records stay
-small (no votes); the aggregation and the judge stage look the votes and the settings up here.  A module of its
-own, below `hooks` and `judge_stage`, so neither imports the other to reach it.
+small (no votes); the aggregation and the judge stage look the votes and the settings up in `STATE.sources`, and
+a task's metrics share one scoring pass through `STATE.memo`.  A module of its own, below `hooks` and
+`judge_stage`, so neither imports the other to reach it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from emo_tasks.common import LastResult
 from emo_tasks.datafiles import LoadedSources
 
 from .settings import MultiEmoSettings
@@ -24,11 +26,19 @@ class Loaded:
     images: Mapping[str, dict[str, Any]]
 
 
-#: What each source was loaded with: the aggregation looks the votes up here, so `process_results` records stay
-#: small, and keys its memo by the settings.
-_loaded: LoadedSources[Loaded] = LoadedSources()
+class RunState:
+    """`sources`: source -> what `load_task` loaded (settings and images; the aggregation looks the votes up here
+    and keys its memo by the settings); `memo`: the last scoring pass (one per task)."""
+
+    def __init__(self) -> None:
+        self.sources: LoadedSources[Loaded] = LoadedSources()
+        self.memo = LastResult()
+
+
+#: The one run state of this process.
+STATE = RunState()
 
 
 def loaded(source: str) -> Loaded | None:
     """What `load_task` (or process_docs) last loaded for `source` in this process: its settings and images."""
-    return _loaded.get(source)
+    return STATE.sources.get(source)

@@ -16,22 +16,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.common import LastResult, load_yaml, placeholder_name, row_target
-from emo_tasks.datafiles import LoadedSources, dataset_source
+from emo_tasks.common import load_yaml, placeholder_name, row_target
+from emo_tasks.datafiles import dataset_source
 from emo_tasks.images import load_image
 from emo_tasks.settings import environ
 
 from . import scoring
 from .data import data_file, load_docs
+from .run_state import STATE
 from .settings import MVEISettings
 
 PROTOCOL_FILE = Path(__file__).with_name("protocol.yml")
 #: The doc fields that identify a pair in `doc_to_target` (portable: no machine's absolute path).
 TARGET_FIELDS = ("pair_id", "statement", "dimension", "label", "data_source", "image_name")
-
-#: The settings each source was loaded with: part of the aggregation's memo key.
-_loaded: LoadedSources[MVEISettings] = LoadedSources()
-
 
 def load_task(dataset_name: str, env: Mapping[str, str]) -> list[dict[str, Any]]:
     """The validated pairs of a task's `dataset_name` ("mvei/benchmark" | "mvei/sample") as lmms-eval docs, in
@@ -41,7 +38,7 @@ def load_task(dataset_name: str, env: Mapping[str, str]) -> list[dict[str, Any]]
     source = dataset_source(dataset_name, "mvei")
     settings = MVEISettings.from_env(env, source)
     docs = load_docs(data_file(settings), source=source)
-    _loaded.put(source, settings)
+    STATE.sources.put(source, settings)
     return docs
 
 
@@ -110,20 +107,17 @@ def pair_result(record: dict[str, Any]) -> scoring.PairResult:
     )
 
 
-_memo = LastResult()
-
-
 def evaluate(items: Sequence[dict[str, Any]], args: Any = None) -> dict[str, Any]:
     """The task's metrics, computed once for all its metric aggregations (keyed by the settings the task was
     loaded with and the records' content)."""
-    settings = tuple(_loaded.get(s) for s in sorted({r.get("data_source", "benchmark") for r in items}))
+    settings = tuple(STATE.sources.get(s) for s in sorted({r.get("data_source", "benchmark") for r in items}))
 
     def compute() -> dict[str, Any]:
         scores = scoring.task_metrics([pair_result(r) for r in items], settings[0] if len(settings) == 1 else None)
         _log(items, scores)
         return scores
 
-    return _memo.get((settings, tuple((r["pair_id"], tuple(r["answers"])) for r in items)), compute)
+    return STATE.memo.get((settings, tuple((r["pair_id"], tuple(r["answers"])) for r in items)), compute)
 
 
 def _log(items: Sequence[dict[str, Any]], scores: dict[str, Any]) -> None:
