@@ -1,15 +1,17 @@
-"""The registry the generic tools (report, compare, export) ask about each benchmark.
+"""The registry the generic tools (report, compare, export, agreement, judge) ask about each benchmark.
 
-Why: `emo_tasks/report.py` must not know a benchmark's internals.  Each benchmark package describes itself here
-through its `results.BENCHMARK`: its metric table (names, directions, headline flags, per-sample value functions),
-its task and group names, and how to read its per-sample values back from an lmms-eval output folder.  Imports
-are lazy, so asking about one benchmark loads nothing of the others.
+Why: the generic tools must not know a benchmark's internals, so adding a benchmark touches its own folder and
+one line of `_MODULES`.  Each benchmark package describes itself through its `results.BENCHMARK`: its metric
+table (names, directions, headline flags, per-sample value functions), its task and group names, how to read its
+per-sample values back from an lmms-eval output folder, the export formats it offers, its judge setup and its
+per-sample judge ratings (for `emo-tasks agreement`).  Imports are lazy, so asking about one benchmark loads
+nothing of the others, and the generic tools import no benchmark module: no import circle can form.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +59,14 @@ class Benchmark:
     hooks: str = ""
     #: How a group pools its subtasks' values (lmms-eval's group aggregation for this benchmark).
     group_aggregate: Callable[..., Any] | None = None
+    #: The export formats it offers: format name -> "module:function", the function being
+    #: (run_dir, out_dir, model_name=None, *, pick=None, force=False) -> Path (see emo_tasks/export.py).
+    exports: Mapping[str, str] = field(default_factory=dict)
+    #: The module that gives its per-sample judge ratings to `emo-tasks agreement` ("" = no judge to compare).
+    judge_ratings: str = ""
+    #: (env, extra_judge) -> the parts of the judge setup that can change its numbers ({} = none), for the judge
+    #: stage's folder name and results; `extra_judge`: the optional judge stage was asked for (--multiemo-judge).
+    judge_setup: Callable[[Mapping[str, str], bool], dict[str, Any]] | None = None
 
     def owns(self, task: str) -> bool:
         return task in self.tasks or task in self.groups
@@ -71,6 +81,17 @@ def benchmark(key: str) -> Benchmark:
 
 def all_benchmarks() -> list[Benchmark]:
     return [benchmark(k) for k in _MODULES]
+
+
+def load_object(spec: str) -> Any:
+    """The object a "module:name" string names (the registry's lazy references)."""
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def export_formats() -> dict[str, Benchmark]:
+    """Every export format, in registry order, with the benchmark offering it."""
+    return {fmt: b for b in all_benchmarks() for fmt in b.exports}
 
 
 def benchmark_of(task: str) -> Benchmark | None:

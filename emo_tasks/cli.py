@@ -198,7 +198,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
         overrides=overrides,
         dry_run=args.dry_run,
         prices=prices,
-        multiemo_judge=args.multiemo_judge,
+        extra_judge=args.multiemo_judge,
         run=args.pick,
         partial=args.partial,
         max_failure_share=share,

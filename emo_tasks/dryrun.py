@@ -57,12 +57,12 @@ def dry_run_env(env: Mapping[str, str], err: Any = None) -> dict[str, str]:
 
 
 def dry_run_report(
-    plans: Sequence[TaskPlan], prices: Mapping[str, tuple[float, float]], outp: Any, multiemo_judge: bool = False
+    plans: Sequence[TaskPlan], prices: Mapping[str, tuple[float, float]], outp: Any, extra_judge: bool = False
 ) -> int:
     """Per task and agent: requests, cached, tokens and cost — sending nothing; then a Total line and what in it
     is an estimate."""
     rows: list[dict[str, Any]] = []
-    for planner_name in ("plan", "judge_plan") if multiemo_judge else ("plan",):
+    for planner_name in ("plan", "judge_plan") if extra_judge else ("plan",):
         rows.extend(_marginal_rows(plans, planner_name))
     if not rows:
         print("emo-tasks judge --dry-run: nothing to send (no task of this run needs a judge)", file=outp)

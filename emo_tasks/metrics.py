@@ -27,6 +27,8 @@ class Metric:
     CSV/JSON rows; `table` (default: the same) puts them in the report's Markdown tables and `plot` in its figure.
     `outcome`: per-sample values are 0/100 outcomes, so McNemar's exact test applies to value/100.
     `digits`: decimals in the Markdown tables.  `null_reason`: why the value can legitimately be null.
+    `judge_free`: in a judged task, the value does not depend on the judge (an answer's length, the judge counts
+    themselves), so the report shows no judge counts beside it.
     """
 
     name: str
@@ -40,6 +42,7 @@ class Metric:
     plot: bool = False
     digits: int = 2
     null_reason: str | None = None
+    judge_free: bool = False
 
     @property
     def in_table(self) -> bool:

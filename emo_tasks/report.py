@@ -99,10 +99,15 @@ class InputError(ReportError):
     """Malformed input: a results file that is not the JSON lmms-eval writes (exit 3)."""
 
 
-#: Result metrics that count a task's judged samples (MME-Emotion); a task with them has judge-dependent values.
+#: Result metrics that count a task's judged samples: a benchmark whose numbers depend on a judge reports these two,
+#: and a task with them has judge-dependent values (all but its table's `judge_free` metrics).
 JUDGE_COUNTS = ("n_scored", "n_judge_failed")
-#: Metrics of such a task that do not depend on the judge (the answer's length, the counts themselves).
-JUDGE_FREE = frozenset({"avg_token", *JUDGE_COUNTS})
+
+
+def judge_free(task: str, metric: str) -> bool:
+    """The metric's value does not depend on the judge (the judge counts, or a metric its table says so of)."""
+    bench = benchmark_of(task)
+    return metric in JUDGE_COUNTS or (bench is not None and metric in bench.table and bench.table[metric].judge_free)
 
 
 # ------------------------------------------------------------------------------------------------ loading
@@ -323,9 +328,9 @@ def judge_setup_text(setup: Any) -> str | None:
     parts = [f"mode {setup.get('judge_mode')}"]
     if isinstance(setup.get("models"), dict):
         parts.append(", ".join(f"{role} {model}" for role, model in setup["models"].items()))
-    for key in ("protocol", "alpha", "audio_clues", "endpoint", "multiemo_judge"):
-        if setup.get(key) is not None:
-            parts.append(f"{key.replace('_', ' ')} {setup[key]}")
+    for key, value in setup.items():  # what the benchmarks recorded (protocol, alpha, ...), then the endpoint
+        if key not in ("judge_mode", "models") and value is not None:
+            parts.append(f"{key.replace('_', ' ')} {value}")
     return "; ".join(parts)
 
 
@@ -458,7 +463,7 @@ def cell(run: Run, task: str, metric: str, resamples: int, seed: int) -> Cell:
 
     value = run.value(task, metric)
     c = Cell(value)
-    if metric not in JUDGE_FREE and has_judge_counts(run, task):
+    if not judge_free(task, metric) and has_judge_counts(run, task):
         c.judged = judge_counts(run, task)
     if value is None:
         return c
@@ -609,7 +614,7 @@ def render_markdown(runs: Sequence[Run], tables: Sequence[Table]) -> str:
     for run in runs:
         out.append(f"- {run.label}: {describe(run)}")
     out.append("")
-    out.append("Judge-dependent MME-Emotion values show (n scored, n judge-failed) of the task.")
+    out.append("Judge-dependent values show (n scored, n judge-failed) of the task.")
     return "\n".join(out) + "\n"
 
 

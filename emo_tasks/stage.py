@@ -36,7 +36,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from emo_tasks.benchmarks import benchmark_of
+from emo_tasks.benchmarks import all_benchmarks, benchmark_of
 from emo_tasks.datafiles import sample_log
 from emo_tasks.stage_plan import (  # noqa: F401 - the stage's names, re-exported for its callers
     DEFAULT_MAX_FAILURE_SHARE,
@@ -296,29 +296,22 @@ def stage_env(env: Mapping[str, str], overrides: Mapping[str, str | None]) -> di
     return out
 
 
-def judge_setup(env: Mapping[str, str], tasks: Sequence[str], multiemo_judge: bool = False) -> dict[str, Any]:
-    """Everything about the judge that can change a number: mode, models per role, MME-Emotion's protocol, alpha
-    and audio clues, the endpoint host (never a key) and MultiEmo's judge stage.  Recorded in the judged results
-    and hashed into the folder name, so two setups never share (or overwrite) one folder."""
-    from emo_tasks.mme_emotion.settings import MMESettings
-    from judges.config import EndpointConfig, model_for_role
+def judge_setup(env: Mapping[str, str], tasks: Sequence[str], extra_judge: bool = False) -> dict[str, Any]:
+    """Everything about the judge that can change a number: the mode, what each benchmark of `tasks` says of its
+    judge (`Benchmark.judge_setup`: models per role, protocol, ...; `extra_judge`: its optional judge stage was
+    asked for) and, when any judge is used, the endpoint host (never a key).  Recorded in the judged results and
+    hashed into the folder name, so two setups never share (or overwrite) one folder."""
+    from judges.config import EndpointConfig
 
     mode = (env.get("EMO_JUDGE") or "api").strip().lower()
     setup: dict[str, Any] = {"judge_mode": mode}
     if mode == "offline":
         return setup
-    if any((b := benchmark_of(t)) is not None and b.key == "mme" for t in tasks):
-        mme = MMESettings.from_env({**env, "EMO_JUDGE": "defer"}, "benchmark")  # the values, no endpoint check
-        roles = ("step", "judge", "audio") if mme.audio_clues == "live" else ("step", "judge")
-        setup.update(
-            models={role: model_for_role(role, env) for role in roles},
-            protocol=mme.judge_protocol,
-            alpha=mme.alpha,
-            audio_clues=mme.audio_clues,
-        )
-    if multiemo_judge:
-        setup["multiemo_judge"] = model_for_role("judge", env)
-    if "models" in setup or multiemo_judge:
+    benches = {b.key: b for t in tasks if (b := benchmark_of(t)) is not None}
+    for bench in all_benchmarks():
+        if bench.key in benches and bench.judge_setup is not None:
+            setup.update(bench.judge_setup(env, extra_judge))
+    if len(setup) > 1:
         try:
             setup["endpoint"] = EndpointConfig.from_env(env).host
         except Exception:  # noqa: BLE001 - an unusable endpoint fails later, with its own message
@@ -343,8 +336,9 @@ def judge_slug(setup: Mapping[str, Any]) -> str:
         readable = ",".join(f"{role}={model}" for role, model in sorted(setup["models"].items(), key=_role_order))
         readable = re.sub(r"[^A-Za-z0-9._=,+-]+", "_", readable).strip("_.") or "judge"
         readable = readable[:SLUG_READABLE_MAX].rstrip("_.,=")
-    else:
-        readable = "multiemo-judge" if setup.get("multiemo_judge") else "no-judge"
+    else:  # an optional judge stage only (its setup key, e.g. `x_judge` -> `x-judge`)
+        extras = [k.replace("_", "-") for k in setup if k not in ("judge_mode", "endpoint") and setup[k]]
+        readable = re.sub(r"[^A-Za-z0-9._+-]+", "_", "+".join(extras)) or "no-judge"
     return f"{readable}-{digest}"
 
 
@@ -411,7 +405,7 @@ def judge_run(
     env: Mapping[str, str] | None = None,
     dry_run: bool = False,
     prices: Mapping[str, tuple[float, float]] | None = None,
-    multiemo_judge: bool = False,
+    extra_judge: bool = False,
     stream: Any = None,
     run: str | None = None,
     partial: bool = False,
@@ -455,13 +449,13 @@ def judge_run(
         if dry_run:
             from emo_tasks.dryrun import dry_run_report
 
-            return dry_run_report(plans, prices or {}, outp, multiemo_judge)
-        setup = judge_setup(senv, names, multiemo_judge)
+            return dry_run_report(plans, prices or {}, outp, extra_judge)
+        setup = judge_setup(senv, names, extra_judge)
         out_dir = Path(out) if out is not None else run_path / JUDGED_DIR / judge_slug(setup)
         usable_out(out_dir)
         with _judge_lock(out_dir, err):
             return _judge_and_write(
-                plans, kept, data, results_file, out_dir, senv, setup, multiemo_judge, max_failure_share, err, outp
+                plans, kept, data, results_file, out_dir, senv, setup, extra_judge, max_failure_share, err, outp
             )
     except StageRefused as exc:
         print(f"emo-tasks judge: refused: {exc}", file=err)
@@ -524,7 +518,7 @@ def _judge_and_write(
     out_dir: Path,
     senv: Mapping[str, str],
     setup: Mapping[str, Any],
-    multiemo_judge: bool,
+    extra_judge: bool,
     max_failure_share: float,
     err: Any,
     outp: Any,
@@ -540,8 +534,9 @@ def _judge_and_write(
     for plan in plans:
         computed = plan.hooks.evaluate(plan.records, args)  # what lmms-eval reports: the table's metrics
         values[plan.task] = {m.name: computed[m.name] for m in plan.bench.table}
-        if multiemo_judge and plan.bench.key == "multiemo":
-            judged = plan.hooks.judge_run_predictions(plan.records, None, out_dir)
+        extra = getattr(plan.hooks, "judge_run_predictions", None)  # a benchmark's optional judge stage
+        if extra_judge and extra is not None:
+            judged = extra(plan.records, None, out_dir)
             values[plan.task].update({f"judged_{m.name}": judged[m.name] for m in plan.bench.table})
     try:
         write_results(out_dir, results_file, data, plans, values, senv, kept, setup)

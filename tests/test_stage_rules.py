@@ -52,6 +52,21 @@ def test_the_setup_resolves_defaults_and_records_no_key() -> None:
     assert judge_slug(judge_setup(env, ["mvei"])).startswith("no-judge-")
 
 
+def test_each_benchmark_adds_its_own_part_of_the_setup() -> None:
+    """The generic stage asks each benchmark of the run (`Benchmark.judge_setup`): MultiEmo's optional judge stage
+    adds its model only when asked for and only for a run with a MultiEmo task; MME-Emotion's parts only with an
+    MME-Emotion task."""
+    env = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "EMO_JUDGE_MODEL": "jm"}
+    extra = judge_setup(env, ["multiemo_sample"], extra_judge=True)
+    assert extra == {"judge_mode": "api", "multiemo_judge": "jm", "endpoint": "127.0.0.1:9"}
+    assert judge_slug(extra).startswith("multiemo-judge-")
+    assert judge_setup(env, ["multiemo_sample"]) == {"judge_mode": "api"}
+    both = judge_setup(env, ["mme_emotion_sample_er_lab", "multiemo_sample"], extra_judge=True)
+    assert both["multiemo_judge"] == "jm" and both["models"]["judge"] == "jm" and both["endpoint"] == "127.0.0.1:9"
+    assert judge_slug(both).startswith("judge=jm,step=")
+    assert "models" not in judge_setup(env, ["mvei", "multiemo"], extra_judge=True)
+
+
 def _plan(ids: list[int], n_docs: int = 16) -> TaskPlan:
     samples = [LoggedSample(i, "a", "t", "p", line=n) for n, i in enumerate(ids, start=1)]
     return TaskPlan("mvei_sample", None, None, {}, samples, [{}] * n_docs, answers_file=Path("log.jsonl"))  # type: ignore[arg-type]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +161,23 @@ def read_samples(run_dir: Path, results_file: Path, task: str, config: dict[str,
     return out
 
 
+def judge_setup(env: Mapping[str, str], extra_judge: bool = False) -> dict[str, Any]:
+    """What of MME-Emotion's judge can change its numbers: the models per role (the audio agent only when clues
+    are made live), the protocol, alpha and the audio clues (for the judge stage's folder name and results)."""
+    from judges.config import model_for_role
+
+    from .settings import MMESettings
+
+    mme = MMESettings.from_env({**env, "EMO_JUDGE": "defer"}, "benchmark")  # the values, no endpoint check
+    roles = ("step", "judge", "audio") if mme.audio_clues == "live" else ("step", "judge")
+    return {
+        "models": {role: model_for_role(role, env) for role in roles},
+        "protocol": mme.judge_protocol,
+        "alpha": mme.alpha,
+        "audio_clues": mme.audio_clues,
+    }
+
+
 BENCHMARK = Benchmark(
     key="mme",
     title="MME-Emotion",
@@ -171,4 +189,7 @@ BENCHMARK = Benchmark(
     plot_ylabel="score (0-100)",
     hooks="emo_tasks.mme_emotion.hooks",
     group_aggregate=group_aggregate,
+    exports={"mme-official": "emo_tasks.mme_emotion.export:export_mme_official"},
+    judge_ratings="emo_tasks.mme_emotion.agreement",
+    judge_setup=judge_setup,
 )

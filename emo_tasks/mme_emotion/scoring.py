@@ -465,10 +465,10 @@ TABLE = MetricTable(
         Metric("avg_step", "Mean number of rated steps over scored samples (None offline).", title="Avg Step",
                per_sample=_avg_step, null_reason=_OFFLINE),
         Metric("avg_token", "Mean answer length in o200k_base tokens over all samples.", higher_is_better=False,
-               title="Avg Token", per_sample=_avg_token),
-        Metric("n_scored", "Samples with a usable judgement (all samples offline)."),
+               title="Avg Token", per_sample=_avg_token, judge_free=True),
+        Metric("n_scored", "Samples with a usable judgement (all samples offline).", judge_free=True),
         Metric("n_judge_failed",
                "Samples whose step agent, audio agent or judge failed after retries (counted, not scored).",
-               higher_is_better=False),
+               higher_is_better=False, judge_free=True),
     ),
 )  # fmt: skip

@@ -9,7 +9,7 @@ the votes come from the data the run used: the bundled sample, or the benchmark 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from emo_tasks.benchmarks import Benchmark
@@ -54,6 +54,14 @@ def sample_values(rows: list[dict[str, Any]], reference: Reference = reference_i
     return scoring.TABLE.per_sample_values(units)
 
 
+def judge_setup(env: Mapping[str, str], extra_judge: bool = False) -> dict[str, Any]:
+    """MultiEmo-Bench is scored without a judge; its optional LLM-as-a-judge stage (`--multiemo-judge`) adds the
+    judge model (for the judge stage's folder name and results)."""
+    from judges.config import model_for_role
+
+    return {"multiemo_judge": model_for_role("judge", env)} if extra_judge else {}
+
+
 BENCHMARK = Benchmark(
     key="multiemo",
     title="MultiEmo-Bench",
@@ -62,4 +70,6 @@ BENCHMARK = Benchmark(
     read_samples=sample_log_reader(sample_values),
     plot_ylabel="precision (%)",
     hooks="emo_tasks.multiemo.hooks",
+    exports={"multiemo-table": "emo_tasks.multiemo.export:export_multiemo_table"},
+    judge_setup=judge_setup,
 )

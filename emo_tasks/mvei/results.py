@@ -35,4 +35,5 @@ BENCHMARK = Benchmark(
     read_samples=sample_log_reader(sample_values),
     plot_ylabel="accuracy (%)",
     hooks="emo_tasks.mvei.hooks",
+    exports={"mvei-official": "emo_tasks.mvei.export:export_mvei_official"},
 )
