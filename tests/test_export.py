@@ -24,6 +24,9 @@ from pathlib import Path
 import pytest
 
 from emo_tasks import export
+from emo_tasks.mme_emotion import export as mme_export
+from emo_tasks.multiemo import export as multiemo_export
+from emo_tasks.mvei import export as mvei_export
 from emo_tasks.mvei import scoring as mvei_scoring
 
 STAMP = "20260101T000000"
@@ -117,19 +120,24 @@ def _jsonl(path: Path, rows: list[dict]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-@pytest.fixture()
-def mme_run(tmp_path: Path) -> Path:
-    run = tmp_path / "mme_run"
+def make_mme_run(run: Path, project: dict[str, dict] = PROJECT) -> Path:
+    """A judged MME-Emotion run in `run`: results.json with `project`'s tasks, one judge log (all of MME_ROWS) and
+    its summary, and a sample log per leaf task of `project`."""
     res = {}
-    for task, p in PROJECT.items():
+    for task, p in project.items():
         res[task] = {k: v for k, v in p.items() if k != "n"} | {"n_scored": p["n"][0], "n_judge_failed": p["n"][1]}
     _results(run, res)
     _jsonl(run / "emo_tasks_judge" / f"{JUDGED}_{STAMP}_judge.jsonl", MME_ROWS)
     (run / "emo_tasks_judge" / f"{JUDGED}_{STAMP}_summary.json").write_text(json.dumps(SUMMARY))
-    for task in ("er_lab", "er_wild", "fg_er"):
+    for task in [t.removeprefix("mme_emotion_sample_") for t in project if t != "mme_emotion_sample"]:
         lines = [{"doc_id": i, "target": f"label{i} #{task}"} for i in range(3)]
         _jsonl(run / f"{DATE}_samples_mme_emotion_sample_{task}.jsonl", lines)
     return run
+
+
+@pytest.fixture()
+def mme_run(tmp_path: Path) -> Path:
+    return make_mme_run(tmp_path / "mme_run")
 
 
 ER_LAB_METRICS = """Model: My Model
@@ -202,7 +210,7 @@ def _mme_paths(out: Path) -> dict[str, Path]:
 
 
 def test_mme_metrics_files_hand_computed(mme_run: Path, tmp_path: Path) -> None:
-    out = export.export_mme_official(mme_run, tmp_path / "out", "My Model")
+    out = mme_export.export_mme_official(mme_run, tmp_path / "out", "My Model")
     m = out / "eval_cot"
     assert (m / "ER-Lab/metrics/results/ER_Lab_My_Model_metrics.txt").read_text() == ER_LAB_METRICS
     assert (m / "ER-Wild/metrics/results/ER_SL_Wild_My_Model_metrics.txt").read_text().startswith(ER_WILD_METRICS_HEAD)
@@ -211,7 +219,7 @@ def test_mme_metrics_files_hand_computed(mme_run: Path, tmp_path: Path) -> None:
 
 
 def test_mme_summary_rule_differs_and_failures(mme_run: Path, tmp_path: Path) -> None:
-    out = export.export_mme_official(mme_run, tmp_path / "out", "My Model")
+    out = mme_export.export_mme_official(mme_run, tmp_path / "out", "My Model")
     summary = json.loads((out / "summary.json").read_text())
     tasks = summary["tasks"]
     assert list(tasks) == ["ER-Lab", "ER-Wild", "FG-ER"]  # the official order
@@ -232,7 +240,7 @@ def test_mme_summary_rule_differs_and_failures(mme_run: Path, tmp_path: Path) ->
 
 
 def test_mme_schema(mme_run: Path, tmp_path: Path) -> None:
-    out = export.export_mme_official(mme_run, tmp_path / "out", "My Model")
+    out = mme_export.export_mme_official(mme_run, tmp_path / "out", "My Model")
     expected = set()
     for key, prefix in (("ER-Lab", "ER_Lab"), ("ER-Wild", "ER_SL_Wild"), ("FG-ER", "FG_ER")):
         expected |= {
@@ -252,11 +260,11 @@ def test_mme_schema(mme_run: Path, tmp_path: Path) -> None:
         )
         if kind:
             assert isinstance(data, list) and data
-            assert [p for rec in data for p in export.check_schema(rec, kind)] == []
+            assert [p for rec in data for p in export.check_schema(rec, kind, mme_export.SCHEMAS)] == []
     for rec in json.loads((out / "judge_failures.json").read_text()):
-        assert export.check_schema(rec, "mme_failure") == []
+        assert export.check_schema(rec, "mme_failure", mme_export.SCHEMAS) == []
     for t in json.loads((out / "summary.json").read_text())["tasks"].values():
-        assert export.check_schema(t, "mme_summary_task") == []
+        assert export.check_schema(t, "mme_summary_task", mme_export.SCHEMAS) == []
     _check_provenance(out, "mme-official", {"mme_emotion_sample_er_lab", "mme_emotion_sample_er_wild",
                                             "mme_emotion_sample_fg_er"})  # fmt: skip
     prov = json.loads((out / "provenance.json").read_text())
@@ -277,7 +285,7 @@ def _check_provenance(out: Path, fmt: str, tasks: set[str]) -> None:
 
 def test_mme_round_trip(mme_run: Path, tmp_path: Path) -> None:
     """export -> our reader of the official files -> the run's numbers (where the rules agree)."""
-    out = export.export_mme_official(mme_run, tmp_path / "out", "My Model")
+    out = mme_export.export_mme_official(mme_run, tmp_path / "out", "My Model")
     rules = {k: "fraction" for k in ("ER-Lab", "ER-Wild", "FG-ER")}  # the project's rule
     pooled = []
     for key, path in _mme_paths(out).items():
@@ -285,30 +293,30 @@ def test_mme_round_trip(mme_run: Path, tmp_path: Path) -> None:
         pooled += entries
         if key not in rules:
             continue
-        stats = export.official_mme_metrics(entries, rules[key], 0.5)
+        stats = mme_export.official_mme_metrics(entries, rules[key], 0.5)
         task = "mme_emotion_sample_" + key.lower().replace("-", "_")
         t = stats["total"]
         got = {"rec_s": 100 * t["acc"], "rea_s": 100 * t["reason"], "cot_s": 100 * t["cot"], "avg_step": t["step"]}
         for metric, value in got.items():
             assert value == pytest.approx(PROJECT[task][metric])
-        prefix = export.OFFICIAL_TASKS[key][0]
+        prefix = mme_export.OFFICIAL_TASKS[key][0]
         text = (out / f"eval_cot/{key}/metrics/results/{prefix}_My_Model_metrics.txt").read_text()
-        got = export.read_metrics_text(text)
+        got = mme_export.read_metrics_text(text)
         assert {k: got[k] for k in ("rec_s", "rea_s", "cot_s", "avg_step")} == {
             k: round(PROJECT[task][k], 1) for k in ("rec_s", "rea_s", "cot_s", "avg_step")
         }
-    overall = export.official_mme_metrics(pooled, "fraction", 0.5)["total"]
+    overall = mme_export.official_mme_metrics(pooled, "fraction", 0.5)["total"]
     assert 100 * overall["acc"] == pytest.approx(PROJECT["mme_emotion_sample"]["rec_s"])
     assert overall["step"] == pytest.approx(PROJECT["mme_emotion_sample"]["avg_step"])
 
 
 def test_official_rules() -> None:
-    assert export.official_ratings("<score>Step 1: 1/1, Step 2: 0/1</score>", "digit") == [1.0, 0.0]
-    assert export.official_ratings("<score>Step 1:1/1</score>", "digit") == []
-    assert export.official_ratings("<score>Step 1: 2/3</score>", "digit") == []
-    assert export.official_ratings("<score>Step 1: 2/3, Step 2: 1/0</score>", "fraction") == [2 / 3, 0.0]
-    assert export.official_ratings("<score>Step 1: 1/1\n</score>", "fraction") is None  # no DOTALL, as theirs
-    assert export.official_ratings(None, "fraction") is None
+    assert mme_export.official_ratings("<score>Step 1: 1/1, Step 2: 0/1</score>", "digit") == [1.0, 0.0]
+    assert mme_export.official_ratings("<score>Step 1:1/1</score>", "digit") == []
+    assert mme_export.official_ratings("<score>Step 1: 2/3</score>", "digit") == []
+    assert mme_export.official_ratings("<score>Step 1: 2/3, Step 2: 1/0</score>", "fraction") == [2 / 3, 0.0]
+    assert mme_export.official_ratings("<score>Step 1: 1/1\n</score>", "fraction") is None  # no DOTALL, as theirs
+    assert mme_export.official_ratings(None, "fraction") is None
 
 
 #: Local git mirrors of the authors' repositories (their scripts are run unchanged, never copied into this repo):
@@ -321,7 +329,7 @@ _MIRROR = _MIRRORS / "FunAudioLLM+MME-Emotion" / "repo"
 def test_mme_official_scripts_unchanged(mme_run: Path, tmp_path: Path) -> None:
     """The authors' per-task cal_metrics.py, run unchanged on our files, write our metrics files byte for byte
     where no rule difference is counted, and the summary's `per_task_script` numbers where one is (ER-Wild)."""
-    out = export.export_mme_official(mme_run, tmp_path / "out", "My Model")
+    out = mme_export.export_mme_official(mme_run, tmp_path / "out", "My Model")
     tasks = json.loads((out / "summary.json").read_text())["tasks"]
     for key, path in _mme_paths(out).items():
         script = tmp_path / f"cal_{key}.py"
@@ -331,12 +339,12 @@ def test_mme_official_scripts_unchanged(mme_run: Path, tmp_path: Path) -> None:
         txt = tmp_path / f"{key}.txt"
         subprocess.run([sys.executable, str(script), "--input_json", str(path), "--output_txt", str(txt),
                         "--model_name", "My Model", "--alpha", "0.5"], check=True, capture_output=True)  # fmt: skip
-        prefix = export.OFFICIAL_TASKS[key][0]
+        prefix = mme_export.OFFICIAL_TASKS[key][0]
         ours = (out / f"eval_cot/{key}/metrics/results/{prefix}_My_Model_metrics.txt").read_text()
         if tasks[key]["n_rule_differs"] == 0:
             assert txt.read_text() == ours, key
         else:
-            got = export.read_metrics_text(txt.read_text())
+            got = mme_export.read_metrics_text(txt.read_text())
             assert got == {**tasks[key]["per_task_script"], "count": float(tasks[key]["per_task_script"]["count"])}
 
 
@@ -344,11 +352,11 @@ def test_mme_not_judged(tmp_path: Path) -> None:
     run = tmp_path / "r"
     _results(run, {"mme_emotion_sample_er_lab": {"rec_s": 1.0}})
     with pytest.raises(export.ExportError, match="judge log"):
-        export.export_mme_official(run, tmp_path / "o", "m")
+        mme_export.export_mme_official(run, tmp_path / "o", "m")
     offline = [{**r, "status": "offline"} for r in MME_ROWS if r["task"] == "ER-Lab"]
     _jsonl(run / "emo_tasks_judge" / f"sample_mme_emotion_er_lab_{STAMP}_judge.jsonl", offline)
     with pytest.raises(export.ExportError, match="no sample was scored"):
-        export.export_mme_official(run, tmp_path / "o", "m")
+        mme_export.export_mme_official(run, tmp_path / "o", "m")
 
 
 # ------------------------------------------------------------------------------------------------ MVEI
@@ -360,9 +368,8 @@ MVEI_PAIRS = [  # pair_id, dimension, label, three answers (the first differs fr
 ]
 
 
-@pytest.fixture()
-def mvei_run(tmp_path: Path) -> Path:
-    run = tmp_path / "mvei_run"
+def make_mvei_run(run: Path) -> Path:
+    """A judged MVEI sample run in `run` (MVEI_PAIRS): results.json and the sample log."""
     lines, rights = [], {}
     for i, (pid, dim, label, answers) in enumerate(MVEI_PAIRS):
         pair = mvei_scoring.score_sample(answers, dim, label)
@@ -377,22 +384,27 @@ def mvei_run(tmp_path: Path) -> Path:
     return run
 
 
+@pytest.fixture()
+def mvei_run(tmp_path: Path) -> Path:
+    return make_mvei_run(tmp_path / "mvei_run")
+
+
 def test_mvei_export_schema_and_numbers(mvei_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     docs = {
         i: {"pair_id": p[0], "image_name": f"images/{p[0]}.png", "statement": f"s{i}"} for i, p in enumerate(MVEI_PAIRS)
     }
-    monkeypatch.setattr(export, "_mvei_docs", lambda run, task: docs)
-    path = export.export_mvei_official(mvei_run, tmp_path / "out", "m")
+    monkeypatch.setattr(mvei_export, "_mvei_docs", lambda run, task: docs)
+    path = mvei_export.export_mvei_official(mvei_run, tmp_path / "out", "m")
     assert path.name == "Std_MVEI_results.json"
     data = json.loads(path.read_text())
     assert list(data) == ["p0", "p1", "p2", "p3"]
     for i, (pid, dim, label, answers) in enumerate(MVEI_PAIRS):
         rec = data[pid]
-        assert export.check_schema(rec, "mvei_record") == []
+        assert export.check_schema(rec, "mvei_record", mvei_export.SCHEMAS) == []
         assert rec == {"image_path": f"images/{pid}.png", "prompt": f"s{i}", "ground_truth": label,
                        "other_info": {"statement_meta": {"class": dim}}, "generations": answers}  # fmt: skip
     # first generations: p0 right, p1 right, p2 gives up, p3 wrong -> 2/4; A: p0, p3 -> 0.5; C: p2 -> 0.25
-    official = export.official_mvei_metrics(data)
+    official = mvei_export.official_mvei_metrics(data)
     assert official == {"acc_total": 0.5, "acc_sentiment_polarity": 1.0, "acc_emotion_interpretation": 1.0,
                         "acc_scene_context": 0.0, "acc_perception_subjectivity": 0.0, "positive_ratio": 0.5,
                         "give_up_ratio": 0.25}  # fmt: skip
@@ -408,7 +420,7 @@ _EMOBSERVER = _MIRRORS / "wdqqdw+EmObserver" / "repo"
 
 @pytest.mark.skipif(not _EMOBSERVER.is_dir() or not shutil.which("git"), reason="no local mirror of EmObserver")
 def test_mvei_authors_evaluator_unchanged(mvei_run: Path, tmp_path: Path) -> None:
-    path = export.export_mvei_official(mvei_run, tmp_path / "out", "m")
+    path = mvei_export.export_mvei_official(mvei_run, tmp_path / "out", "m")
     src = subprocess.run(["git", "--git-dir", str(_EMOBSERVER), "show", "HEAD:evaluate/metrics_calculators/mvei.py"],
                          capture_output=True, text=True, check=True).stdout  # fmt: skip
     (tmp_path / "authors_mvei.py").write_text(src)
@@ -420,31 +432,41 @@ def test_mvei_authors_evaluator_unchanged(mvei_run: Path, tmp_path: Path) -> Non
 
 
 def test_mvei_without_data_stays_scorable(mvei_run: Path, tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(export, "_mvei_docs", lambda run, task: {})
-    path = export.export_mvei_official(mvei_run, tmp_path / "out", "m")
+    monkeypatch.setattr(mvei_export, "_mvei_docs", lambda run, task: {})
+    path = mvei_export.export_mvei_official(mvei_run, tmp_path / "out", "m")
     data = json.loads(path.read_text())
     assert data["p0"]["image_path"] is None and data["p0"]["prompt"] is None
-    assert export.official_mvei_metrics(data)["acc_total"] == 0.5
+    assert mvei_export.official_mvei_metrics(data)["acc_total"] == 0.5
     assert json.loads((path.parent / "summary.json").read_text())["notes"]
 
 
 # ------------------------------------------------------------------------------------------------ MultiEmo
-def test_multiemo_table(tmp_path: Path) -> None:
+MULTIEMO_DOC = {"votes": [10, 0, 10, 0, 0, 0, 0, 0], "n_annotators": 20, "original_label": "awe"}
+
+
+def make_multiemo_run(run: Path, with_doc: bool = True) -> Path:
+    """A judged MultiEmo sample run of one image in `run`; `with_doc`: its sample log holds the doc (the votes),
+    else the export reads them from the data (`multiemo.results.reference_images`)."""
     from emo_tasks.multiemo.scoring import EMOTIONS
 
-    run = tmp_path / "me_run"
-    votes = [10, 0, 10, 0, 0, 0, 0, 0]
     scores = [90, 10, 90, 0, 0, 0, 0, 5]
     lines = [
         {"doc_id": i, "target": f"{e} #x",
-         "doc": {"votes": votes, "n_annotators": 20, "original_label": "awe"},
+         **({"doc": MULTIEMO_DOC} if with_doc else {}),
          "precision_ours": {"image_id": "img1", "emotion": e, "predicted_score": float(scores[i]),
                             "parse_status": "parsed", "data_source": "sample"}}
         for i, e in enumerate(EMOTIONS)
     ]  # fmt: skip
     _results(run, {"multiemo_sample": {"precision_ours": 100.0, "n_images": 1}})
     _jsonl(run / f"{DATE}_samples_multiemo_sample.jsonl", lines)
-    path = export.export_multiemo_table(run, tmp_path / "out", "m")
+    return run
+
+
+def test_multiemo_table(tmp_path: Path) -> None:
+    from emo_tasks.multiemo.scoring import EMOTIONS
+
+    run = make_multiemo_run(tmp_path / "me_run")
+    path = multiemo_export.export_multiemo_table(run, tmp_path / "out", "m")
     rows = path.read_text().splitlines()
     header = rows[0].split(",")
     assert header == ["image_id", *(f"score_{e}" for e in EMOTIONS), *(f"votes_{e}" for e in EMOTIONS),
@@ -491,7 +513,7 @@ def test_loopback_judged_sample_run_exports(tmp_path: Path) -> None:
                "--tasks", "mme_emotion_sample,mvei_sample", "--output_path", str(out), "--log_samples"]  # fmt: skip
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert sorted(out.rglob("*_results.json")), proc.stdout[-2000:] + proc.stderr[-4000:]
-    mme = export.export_mme_official(out, tmp_path / "mme", "loopback")
+    mme = mme_export.export_mme_official(out, tmp_path / "mme", "loopback")
     summary = json.loads((mme / "summary.json").read_text())
     assert len(summary["tasks"]) == 8
     for key, t in summary["tasks"].items():
@@ -500,9 +522,9 @@ def test_loopback_judged_sample_run_exports(tmp_path: Path) -> None:
     assert summary["overall"]["matches_project"], summary["overall"]
     run = load_run(out)
     assert summary["overall"]["project"]["rec_s"] == run.value("mme_emotion_sample", "rec_s")
-    mvei = export.export_mvei_official(out, tmp_path / "mvei", "loopback")
+    mvei = mvei_export.export_mvei_official(out, tmp_path / "mvei", "loopback")
     data = json.loads(mvei.read_text())
     assert data and all(len(r["generations"]) == 3 and r["prompt"] and r["image_path"] for r in data.values())
     mvei_summary = json.loads((mvei.parent / "summary.json").read_text())
-    assert mvei_summary["official_first_generation"] == export.official_mvei_metrics(data)
+    assert mvei_summary["official_first_generation"] == mvei_export.official_mvei_metrics(data)
     assert mvei_summary["project_majority"]["acc_total"] == run.value("mvei_sample", "acc_total")

@@ -26,6 +26,7 @@ from conftest import API_KEY, cli_env
 from fakes import Judge
 
 from emo_tasks import export
+from emo_tasks.mvei import export as mvei_export
 from judges.testing import LoopbackServer
 
 TASKS = "mme_emotion_sample,mvei_sample,multiemo_sample"
@@ -226,7 +227,7 @@ def test_a_folder_of_several_runs_is_refused_until_one_is_picked(
     assert picked.returncode == 0, picked.stderr
     prov = json.loads((tmp_path / "o" / "provenance.json").read_text())
     assert Path(prov["results_file"]).name == second.name
-    data = json.loads((tmp_path / "o" / export.MVEI_FILE).read_text())
+    data = json.loads((tmp_path / "o" / mvei_export.MVEI_FILE).read_text())
     assert {g for r in data.values() for g in r["generations"]} == {SECOND_ANSWER}
 
     none = emo_export(str(folder), "--format", "mvei-official", "--run", "no-such-stamp", "--out",
@@ -357,25 +358,25 @@ def _mvei_run(run: Path) -> Path:
 
 def test_a_failing_export_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run = _mvei_run(tmp_path / "run")
-    monkeypatch.setattr(export, "_mvei_docs", lambda run, task: {})
-    readme = export._mvei_readme
+    monkeypatch.setattr(mvei_export, "_mvei_docs", lambda run, task: {})
+    readme = mvei_export._mvei_readme
 
     def boom(*a: object, **k: object) -> str:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(export, "_mvei_readme", boom)
+    monkeypatch.setattr(mvei_export, "_mvei_readme", boom)
     parent = tmp_path / "new" / "deeper"
     with pytest.raises(RuntimeError):
-        export.export_mvei_official(run, parent / "out", "m")
+        mvei_export.export_mvei_official(run, parent / "out", "m")
     assert not (tmp_path / "new").exists()  # neither the export nor the folders made for it
 
     out = tmp_path / "out"
-    monkeypatch.setattr(export, "_mvei_readme", readme)
-    export.export_mvei_official(run, out, "m")
+    monkeypatch.setattr(mvei_export, "_mvei_readme", readme)
+    mvei_export.export_mvei_official(run, out, "m")
     before = {p: p.read_bytes() for p in out.rglob("*")}
-    monkeypatch.setattr(export, "_mvei_readme", boom)
+    monkeypatch.setattr(mvei_export, "_mvei_readme", boom)
     with pytest.raises(RuntimeError):
-        export.export_mvei_official(run, out, "m", force=True)
+        mvei_export.export_mvei_official(run, out, "m", force=True)
     assert {p: p.read_bytes() for p in out.rglob("*")} == before  # the previous export is intact
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "run"]
 
@@ -388,7 +389,7 @@ def test_main_export_turns_any_crash_into_one_line_and_exit_3(
     def crash(*a: object, **k: object) -> None:
         raise RuntimeError("unexpected\nsecond line")
 
-    monkeypatch.setitem(export.EXPORTERS, "mvei-official", crash)
+    monkeypatch.setattr(mvei_export, "export_mvei_official", crash)
     args = Namespace(run=str(run), format="mvei-official", out=str(tmp_path / "o"), model_name=None)
     assert export.main_export(args) == 3
     err = capsys.readouterr().err.strip()

@@ -129,7 +129,7 @@ class LiveJudge:
 
 
 def test_plan_with_live_clues_has_an_audio_agent(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(hooks, "_memo", LastResult())
+    monkeypatch.setattr(hooks.STATE, "memo", LastResult())
     with LoopbackServer(responder=LiveJudge(), expected_api_key=API_KEY) as srv:
         env = {
             "EMO_CACHE_DIR": str(tmp_path / "cache"), "EMO_PROGRESS": "0", "OPENAI_BASE_URL": srv.base_url,

@@ -30,6 +30,7 @@ PROTOCOL_FILE = Path(__file__).with_name("protocol.yml")
 #: The doc fields that identify a pair in `doc_to_target` (portable: no machine's absolute path).
 TARGET_FIELDS = ("pair_id", "statement", "dimension", "label", "data_source", "image_name")
 
+
 def load_task(dataset_name: str, env: Mapping[str, str]) -> list[dict[str, Any]]:
     """The validated pairs of a task's `dataset_name` ("mvei/benchmark" | "mvei/sample") as lmms-eval docs, in
     order (doc_id = index), with the settings read from `env`; the settings are registered for `evaluate`.
