@@ -37,6 +37,30 @@ class SampleValues:
     notes: list[str] = field(default_factory=list)
 
 
+@dataclass
+class SampleView:
+    """What a results viewer (`emo-tasks view`) shows of one sample, as its benchmark reads it from the run's own
+    files: the evidence beside the numbers, so the viewer itself knows no benchmark.
+
+    `doc_id`: lmms-eval's doc id (the sample's stable address `task/doc_id`); `unit`: the key of its per-sample
+    values in `SampleValues.values` (a MultiEmo image, an MME (task, row), an MVEI pair id); `media`: image or
+    video paths as the data names them; `answers`: the model's answer(s), model output shown as text, never HTML;
+    `verdict`: "correct" / "incorrect" / "judge_failed" / ... (None when the benchmark has no such notion);
+    `values`: the sample's value per metric (the metric table's per-sample functions); `details`: the rest of the
+    evidence, benchmark-specific and JSON-ready (steps and ratings and judge text, votes, ...)."""
+
+    task: str
+    doc_id: int | None
+    unit: Any
+    media: tuple[str, ...] = ()
+    prompt: str | None = None
+    answers: tuple[str, ...] = ()
+    gold: str | None = None
+    verdict: str | None = None
+    values: dict[str, float] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+
+
 #: (run folder, lmms-eval results file, task name, that task's config from the results file) -> SampleValues.
 #: Missing files are notes, never exceptions.
 SampleReader = Callable[[Path, Path, str, dict[str, Any]], SampleValues]
@@ -67,6 +91,9 @@ class Benchmark:
     #: (env, extra_judge) -> the parts of the judge setup that can change its numbers ({} = none), for the judge
     #: stage's folder name and results; `extra_judge`: the optional judge stage was asked for (--multiemo-judge).
     judge_setup: Callable[[Mapping[str, str], bool], dict[str, Any]] | None = None
+    #: "module:function" giving what a viewer shows of each sample of one task of a run, read from the same files
+    #: as `read_samples`: (run folder, results file, task) -> list[SampleView] ("" = none).
+    view_samples: str = ""
 
     def owns(self, task: str) -> bool:
         return task in self.tasks or task in self.groups

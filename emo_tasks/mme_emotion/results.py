@@ -79,6 +79,12 @@ def task_rows(log: Path, task: str) -> list[dict[str, Any]]:
     return [r for r in read_jsonl_rows(log) if spec_for(r["task"]).task == base]
 
 
+def logged_record(line: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The `process_results` record in a line of lmms-eval's sample log (it holds the judge log's `row` and
+    `answer`); None when the line has none."""
+    return next((v for v in line.values() if isinstance(v, dict) and "row" in v and "answer" in v), None)
+
+
 def not_this_runs(results_file: Path, task: str, rows: list[dict[str, Any]]) -> str | None:
     """Why judge-log rows are not the run's (None: they are), for `report` and `export` alike.  A folder's
     emo_tasks_judge/ can hold logs of several runs; rows are this run's only when they agree with the counts its
@@ -96,7 +102,7 @@ def not_this_runs(results_file: Path, task: str, rows: list[dict[str, Any]]) -> 
         return None
     ours: dict[int, Any] = {}
     for line in read_jsonl_rows(sample):
-        rec = next((v for v in line.values() if isinstance(v, dict) and "row" in v and "answer" in v), None)
+        rec = logged_record(line)
         if rec is None:
             return None
         ours[int(rec["row"])] = rec["answer"]
@@ -107,38 +113,37 @@ def not_this_runs(results_file: Path, task: str, rows: list[dict[str, Any]]) -> 
     return None
 
 
-def read_samples(run_dir: Path, results_file: Path, task: str, config: dict[str, Any]) -> SampleValues:
-    """One leaf task's per-sample values, its judge summary and notes (a missing or unreadable file is a note).
-
-    The judge log is the newest one in the run's `emo_tasks_judge/` that is this run's (`not_this_runs`: its
-    counts and answers), so a log left by another run into the same folder is never taken for this one's; none
-    being this run's costs the confidence intervals (a note), never the report."""
-    out = SampleValues()
+def own_judge_log(run_dir: Path, results_file: Path, task: str) -> tuple[Path | None, list[dict[str, Any]], str]:
+    """The run's own judge log of a leaf task and its rows: the newest one in the run's `emo_tasks_judge/` that is
+    this run's (`not_this_runs`: its counts and answers), so a log left by another run into the same folder is never
+    taken for this one's.  None, [] and a note saying why when there is none (or one cannot be read)."""
     logs = all_judge_logs(run_dir).get(task) or []
     if not logs:
-        out.notes.append(
+        why = (
             f"{task}: no MME-Emotion judge log (emo_tasks_judge/*{task.replace('_sample', '')}*_judge.jsonl), "
             "so no confidence intervals; rerun lmms-eval with --output_path DIR (the judge writes it there)"
         )
-        return out
-    log, mine, why_not = None, [], []
+        return None, [], why
+    why_not = []
     for candidate in logs:
         try:
             rows = task_rows(candidate, task)
         except (OSError, ValueError) as exc:
-            out.notes.append(f"{task}: could not read {candidate.name} ({exc}); no CIs")
-            return out
+            return None, [], f"{task}: could not read {candidate.name} ({exc}); no CIs"
         reason = not_this_runs(results_file, task, rows)
         if reason is None:
-            log, mine = candidate, rows
-            break
+            return candidate, rows, ""
         why_not.append(f"{candidate.name}: {reason}")
-    if log is None:
-        out.notes.append(
-            f"{task}: no judge log in {Path(run_dir) / 'emo_tasks_judge'} is this run's ({'; '.join(why_not[:2])}); "
-            "the logs there belong to other runs, so no confidence intervals"
-        )
-        return out
+    why = (
+        f"{task}: no judge log in {Path(run_dir) / 'emo_tasks_judge'} is this run's ({'; '.join(why_not[:2])}); "
+        "the logs there belong to other runs, so no confidence intervals"
+    )
+    return None, [], why
+
+
+def log_values(log: Path, rows: list[dict[str, Any]], task: str) -> SampleValues:
+    """The per-sample values of a judge log's rows of one task (key: (task, row)), its summary (alpha) and notes."""
+    out = SampleValues()
     summary_file = log.with_name(log.name[: -len("_judge.jsonl")] + "_summary.json")
     summary: dict[str, Any] = {}
     if summary_file.exists():
@@ -148,17 +153,26 @@ def read_samples(run_dir: Path, results_file: Path, task: str, config: dict[str,
             out.notes.append(f"{task}: {summary_file.name} is not valid JSON")
     out.summary = summary
     alpha = float(summary.get("alpha", DEFAULT_ALPHA))
-    units = [{**r, "alpha": alpha} for r in mine]
+    units = [{**r, "alpha": alpha} for r in rows]
     try:
         from emo_tasks.tokens import count_tokens
 
-        counts = count_tokens([r.get("answer") or "" for r in mine])
+        counts = count_tokens([r.get("answer") or "" for r in rows])
         for unit, n in zip(units, counts, strict=True):
             unit["answer_tokens"] = n
     except Exception as exc:  # noqa: BLE001 - a missing tokenizer must not stop the report
         out.notes.append(f"{task}: avg_token per sample not available ({exc})")
     out.values = TABLE.per_sample_values({(task, int(u["row"])): u for u in units})
     return out
+
+
+def read_samples(run_dir: Path, results_file: Path, task: str, config: dict[str, Any]) -> SampleValues:
+    """One leaf task's per-sample values, its judge summary and notes (a missing or unreadable file is a note).
+
+    The judge log is the run's own (`own_judge_log`); none being this run's costs the confidence intervals (a
+    note), never the report."""
+    log, rows, why = own_judge_log(run_dir, results_file, task)
+    return SampleValues(notes=[why]) if log is None else log_values(log, rows, task)
 
 
 def judge_setup(env: Mapping[str, str], extra_judge: bool = False) -> dict[str, Any]:
@@ -192,4 +206,5 @@ BENCHMARK = Benchmark(
     exports={"mme-official": "emo_tasks.mme_emotion.export:export_mme_official"},
     judge_ratings="emo_tasks.mme_emotion.agreement",
     judge_setup=judge_setup,
+    view_samples="emo_tasks.mme_emotion.view:view_samples",
 )

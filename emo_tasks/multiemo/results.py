@@ -31,9 +31,10 @@ def reference_images(source: str) -> dict[str, dict[str, Any]]:
     return {img["image_id"]: img for img in load_images(data_file(settings))}
 
 
-def sample_values(rows: list[dict[str, Any]], reference: Reference = reference_images) -> dict[str, dict[Any, float]]:
-    """{metric: {image_id: value}} from a task's sample-log lines.  The votes: the line's `doc` when it holds
-    them, else `reference(<the first such record's data_source>)`, read once."""
+def images_of(rows: list[dict[str, Any]], reference: Reference = reference_images) -> dict[str, dict[str, Any]]:
+    """image_id -> {"doc": its data row (the votes), "scores": {emotion: predicted_score}, "lines": its sample-log
+    lines} from a task's sample-log lines.  The votes: the line's `doc` when it holds them, else
+    `reference(<the first such record's data_source>)`, read once."""
     images: dict[str, dict[str, Any]] = {}
     loaded: dict[str, dict[str, Any]] | None = None
     for line in rows:
@@ -43,8 +44,14 @@ def sample_values(rows: list[dict[str, Any]], reference: Reference = reference_i
             if loaded is None:
                 loaded = reference(rec.get("data_source", "benchmark"))
             doc = loaded[rec["image_id"]]
-        img = images.setdefault(rec["image_id"], {"doc": doc, "scores": {}})
+        img = images.setdefault(rec["image_id"], {"doc": doc, "scores": {}, "lines": []})
         img["scores"][rec["emotion"]] = rec["predicted_score"]
+        img["lines"].append(line)
+    return images
+
+
+def image_values(images: dict[str, dict[str, Any]]) -> dict[str, dict[Any, float]]:
+    """{metric: {image_id: value}}: each image of `images_of` scored alone (`scoring.score_sample`)."""
     units = {
         image_id: scoring.score_sample(
             image_result({**img["doc"], "image_id": image_id}, [img["scores"].get(e) for e in scoring.EMOTIONS])
@@ -52,6 +59,11 @@ def sample_values(rows: list[dict[str, Any]], reference: Reference = reference_i
         for image_id, img in images.items()
     }
     return scoring.TABLE.per_sample_values(units)
+
+
+def sample_values(rows: list[dict[str, Any]], reference: Reference = reference_images) -> dict[str, dict[Any, float]]:
+    """{metric: {image_id: value}} from a task's sample-log lines (`images_of`, `image_values`)."""
+    return image_values(images_of(rows, reference))
 
 
 def judge_setup(env: Mapping[str, str], extra_judge: bool = False) -> dict[str, Any]:
@@ -72,4 +84,5 @@ BENCHMARK = Benchmark(
     hooks="emo_tasks.multiemo.hooks",
     exports={"multiemo-table": "emo_tasks.multiemo.export:export_multiemo_table"},
     judge_setup=judge_setup,
+    view_samples="emo_tasks.multiemo.view:view_samples",
 )

@@ -18,12 +18,15 @@ from . import scoring
 from .hooks import pair_result
 
 
+def pair_lines(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """pair_id -> its line of a task's sample log, whose `acc_total` holds the pair's `process_results` record (a
+    pair logged twice: the later line wins)."""
+    return {line["acc_total"]["pair_id"]: line for line in rows}
+
+
 def sample_values(rows: list[dict[str, Any]]) -> dict[str, dict[Any, float]]:
-    """{metric: {pair_id: value}} from a task's sample-log lines (a pair logged twice: the later line wins)."""
-    units = {}
-    for line in rows:
-        record = line["acc_total"]
-        units[record["pair_id"]] = pair_result(record)
+    """{metric: {pair_id: value}} from a task's sample-log lines (`pair_lines`)."""
+    units = {pair_id: pair_result(line["acc_total"]) for pair_id, line in pair_lines(rows).items()}
     return scoring.TABLE.per_sample_values(units)
 
 
@@ -36,4 +39,5 @@ BENCHMARK = Benchmark(
     plot_ylabel="accuracy (%)",
     hooks="emo_tasks.mvei.hooks",
     exports={"mvei-official": "emo_tasks.mvei.export:export_mvei_official"},
+    view_samples="emo_tasks.mvei.view:view_samples",
 )

@@ -1,0 +1,46 @@
+"""What a results viewer (`emo-tasks view`) shows of each MVEI pair of a run: one `SampleView` per pair, with its
+three answers, their decisions (the authors' rule and the strict one) and the majority beside its values.
+
+Why here: the viewer knows no benchmark, and only MVEI knows what its `process_results` record holds.  It reads
+what `results.read_samples` reads (the run's own lmms-eval sample log, `datafiles.sample_log`) by the same
+functions (`pair_lines`, `sample_values`), so a pair's values are the report's.  lmms-eval 0.7.3 logs no `doc`:
+the image is the line's `input_media` (what the model was shown), else the logged doc's image name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from emo_tasks.benchmarks import SampleView
+from emo_tasks.datafiles import read_jsonl_rows, sample_log
+
+from .results import pair_lines, sample_values
+
+
+def view_samples(run_dir: Path, results_file: Path, task: str) -> list[SampleView]:
+    """One view per pair of the task ([] without the run's sample log: the report notes it); a log that cannot be
+    read raises DataError naming its line."""
+    log = sample_log(run_dir, results_file, task)
+    if log is None:
+        return []
+    rows = read_jsonl_rows(log)
+    values = sample_values(rows)
+    views = []
+    for pair_id, line in pair_lines(rows).items():
+        rec, doc = line["acc_total"], line.get("doc") or {}
+        media = line.get("input_media") or ([doc["image_name"]] if doc.get("image_name") else [])
+        views.append(
+            SampleView(
+                task=task,
+                doc_id=line.get("doc_id"),
+                unit=pair_id,
+                media=tuple(media),
+                prompt=line.get("input"),
+                answers=tuple(rec["answers"]),
+                gold=rec["label"],
+                verdict="correct" if rec["right"] else "incorrect",
+                values={m: v[pair_id] for m, v in values.items() if pair_id in v},
+                details={k: rec[k] for k in ("dimension", "decisions", "strict_decisions", "final")},
+            )
+        )
+    return views
