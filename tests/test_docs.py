@@ -172,3 +172,43 @@ def test_checker_catches_broken_links(tmp_path: Path) -> None:
     )
     problems = broken_links(page)
     assert [p.split(":")[0] for p in problems] == ["missing.md", "other.md#no-such-section", "#nope"]
+
+
+def _dotted_names(section: str) -> list[str]:
+    """The `module.name` code names a docs/development.md section gives (relative to `emo_tasks`)."""
+    text = (DOCS / "development.md").read_text(encoding="utf-8")
+    body = text.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+    names = re.findall(r"`([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+)`", body)
+    files = (".py", ".md", ".yml", ".yaml", ".json")
+    # utils.py is loaded by lmms-eval per YAML folder; file names are not code names
+    return [n for n in names if not n.startswith("utils.") and not n.endswith(files)]
+
+
+def _resolves(name: str) -> bool:
+    import importlib
+
+    parts = name.split(".")
+    if parts[0] != "emo_tasks":
+        parts = ["emo_tasks", *parts]
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        try:
+            for attr in parts[cut:]:
+                obj = getattr(obj, attr)
+        except AttributeError:
+            return False
+        return True
+    return False
+
+
+@pytest.mark.parametrize("section", ["How data flows", "Adding a benchmark"])
+def test_development_data_flow_names_exist(section: str) -> None:
+    """Every function docs/development.md names in the data flow is a real one (a rename breaks this test)."""
+    names = _dotted_names(section)
+    assert len(names) >= (25 if section == "How data flows" else 1)
+    missing = [n for n in names if not _resolves(n)]
+    assert not missing, f"docs/development.md '{section}' names code that does not exist: {missing}"
+    assert not _resolves("mme_emotion.hooks.no_such_function")
