@@ -1,37 +1,43 @@
 """Judge-vs-judge calibration: `emo-tasks agreement RUN_A RUN_B` on two judged results of the same answers.
 
 Can an open judge (say Qwen2.5-VL-72B) stand in for the paper's GPT-4o?  Judge the same answers with both and
-compare the two MME-Emotion per-sample judge logs:
+compare the two per-sample judge logs.  This module is the comparison, for any benchmark; what is the benchmark's
+- where its judge logs are and how their rows are read and checked, a row's per-step ratings, what identifies the
+answer a row judged, the task order and titles, the sample scores and the summary fields that make up a judge
+setup - comes from its judge-ratings module (`Benchmark.judge_ratings` in the registry), which defines the
+module-level names of `JudgeRatings`.  Today that is MME-Emotion's alone: `emo_tasks/mme_emotion/agreement.py`,
+whose docstring says what it reads and how (the examples below are MME-Emotion's).
 
-- input: the newest `emo_tasks_judge/[sample_]<task>_<stamp>_judge.jsonl` per task of each run (as
-  `emo_tasks.mme_emotion.results.judge_logs` finds them) and the `_summary.json` beside it (alpha, judge models).
-  A path may hold several judged results (`RUN/emo_tasks_judge/`, `RUN/judged/<slug>/emo_tasks_judge/`, ...):
-  the newest one (newest log stamp) is used and the choice is printed on stderr;
-- judge setup: each side's setup (judge models per role, protocol, alpha, audio clues, endpoint, judge mode) is
-  read from its summaries, never from a folder name, and printed with the logs.  When the logs of one side record
-  different setups (one folder holding several judges' logs, newest per task), the comparison would mix judges:
-  it is refused (exit 2; pass one `RUN/judged/<one>` per side).  A field a summary does not record is unknown, not
-  a difference.  When A and B record the same setup, stderr warns that only nondeterminism is measured;
-- pairing: samples by (task, row) that are `scored` in both runs and show the same video and answer; samples
-  judged in only one run, not scored in one (judge_failed / offline), or with different answers are counted and
-  left out;
-- (a) `steps`: per-step rating agreement, every step's value (num/den, den 0 -> 0) paired step by step, over the
-  pairs whose two judges rated the same number of steps (the others are counted in `n_count_mismatch`);
-- (b) `last_step`: the same on the last rating (recognition) of every pair;
-- (c) `scores`: Rec-S, Rea-S, CoT-S (x100, alpha from each run's summary, default 0.5) of each judge over the
-  pairs, and the seeded paired bootstrap (`emo_tasks.stats.paired_bootstrap`) of B - A.  From fewer than 2 pairs
-  there is no interval to estimate (one pair would give a zero-width CI and a tiny p): CI and p are null / `n/a`
-  with a note.
+- input: the newest judge log per task in a results folder's `emo_tasks_judge/` and the summary beside it
+  (MME-Emotion: `[sample_]<task>_<stamp>_judge.jsonl` and `_summary.json`).  A path may hold several judged results
+  (`RUN/emo_tasks_judge/`, `RUN/judged/<slug>/emo_tasks_judge/`, ...): the newest one (newest log stamp) is used and
+  the choice is printed on stderr;
+- judge setup: each side's setup (the benchmark's setup fields; MME-Emotion: judge models per role, protocol,
+  alpha, audio clues, endpoint, judge mode) is read from its summaries, never from a folder name, and printed with
+  the logs.  When the logs of one side record different setups (one folder holding several judges' logs, newest
+  per task), the comparison would mix judges: it is refused (exit 2; pass one `RUN/judged/<one>` per side).  A field
+  a summary does not record is unknown, not a difference.  When A and B record the same setup, stderr warns that
+  only nondeterminism is measured;
+- pairing: samples by (task, row) that are `scored` in both runs and show the same answer (every identifying field
+  both rows record is equal; MME-Emotion: video and answer); samples judged in only one run, not scored in one
+  (judge_failed / offline), or with different answers are counted and left out;
+- (a) `steps`: per-step rating agreement, every step's value paired step by step, over the pairs whose two judges
+  rated the same number of steps (the others are counted in `n_count_mismatch`);
+- (b) `last_step`: the same on the last rating (MME-Emotion: recognition) of every pair;
+- (c) `scores`: the benchmark's sample scores (MME-Emotion: Rec-S, Rea-S, CoT-S x100) of each judge over the pairs,
+  and the seeded paired bootstrap (`emo_tasks.stats.paired_bootstrap`) of B - A.  From fewer than 2 pairs there is
+  no interval to estimate (one pair would give a zero-width CI and a tiny p): CI and p are null / `n/a` with a note.
 
 (a) and (b) report n, Spearman's rho, Cohen's kappa (each distinct value, rounded to 9 decimals, is a category),
 the ICC (default ICC(2,1): absolute agreement, so a harsher judge disagrees) and the mean offset B - A.  A measure
 that is undefined (constant ratings, fewer than two pairs) is null with a note; it never stops the report.
 
 Exit codes (one line on stderr each): 0 ok; 2 the runs share no sample scored in both, both paths resolve to the
-same judged result, or one side's logs record more than one judge setup (the reason is printed); 3 unreadable input
-(a path that is missing or holds no judge log, a malformed log line - named by file and line number - or summary).
+same judged result, one side's logs record more than one judge setup, or the two sides hold different benchmarks'
+logs (the reason is printed); 3 unreadable input (a path that is missing or holds no judge log, a malformed log
+line - named by file and line number - or summary).
 
-JSON (`--format json`), schema `emo-tasks/judge-agreement/1`::
+JSON (`--format json`), schema `emo-tasks/judge-agreement/1` (field names and examples as MME-Emotion gives them)::
 
     {
       "schema": "emo-tasks/judge-agreement/1",
@@ -47,6 +53,7 @@ JSON (`--format json`), schema `emo-tasks/judge-agreement/1`::
       "results_dir": str,             # the folder whose emo_tasks_judge/ was read
       "candidates": [str, ...],       # every judged result found under `path` (newest first)
       "logs": {task: str},            # the judge log used per task
+      # then what the benchmark shows per task (`TaskLog.shown`); MME-Emotion:
       "judge_models": {task: {role: model} | null},
       "alpha": {task: float},         # from the summary; 0.5 when it has none
       "judge_protocol": {task: str | null},
@@ -54,6 +61,7 @@ JSON (`--format json`), schema `emo-tasks/judge-agreement/1`::
       "setup": Setup                  # the judge setup those summaries record
     }
     Setup = {                         # per field: the value every summary recording it agrees on; null: none does
+      # the benchmark's setup fields (`JudgeRatings.SETUP_FIELDS`); MME-Emotion:
       "judge_models": {role: model} | null, "judge_protocol": str | null, "alpha": float | null,
       "audio_clues": str | null, "judge_endpoint": str | null,   # "host[:port]"
       "judge_mode": str | null,       # api | offline | defer
@@ -69,7 +77,7 @@ JSON (`--format json`), schema `emo-tasks/judge-agreement/1`::
       "n_answer_mismatch": int,       # in both, scored, but a different video or answer: left out
       "n_count_mismatch": int,        # paired, different numbers of ratings: left out of "steps"
       "steps": Agreement, "last_step": Agreement,
-      "scores": {"rec_s": Score, "rea_s": Score, "cot_s": Score}
+      "scores": {score: Score}        # the benchmark's sample scores; MME-Emotion: "rec_s", "rea_s", "cot_s"
     }
     Agreement = {"n": int, "spearman": float | null, "cohen_kappa": float | null, "icc": float | null,
                  "mean_offset": float | null, "notes": [str, ...]}    # n: rating pairs; offset = mean(B - A)
@@ -82,57 +90,98 @@ Files in, files out: no network.
 
 from __future__ import annotations
 
+import importlib
 import json
-import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
 import numpy as np
 
-from . import stats
-from .mme_emotion.protocol import spec_for
-from .mme_emotion.results import TASKS, TITLES, judge_logs
-from .mme_emotion.scoring import DEFAULT_ALPHA, TABLE, rating_value
+from . import benchmarks, stats
 
 SCHEMA = "emo-tasks/judge-agreement/1"
 LEVEL = 0.95
-_SCORES = ("rec_s", "rea_s", "cot_s")
-_SCORE_TITLES = {"rec_s": "Rec-S", "rea_s": "Rea-S", "cot_s": "CoT-S"}
-_LOG_SUFFIX = "_judge.jsonl"
-# what makes two judge logs "the same judge": a difference in any of these mixes judges (see `setup_values`)
-SETUP_FIELDS = ("judge_models", "judge_protocol", "alpha", "audio_clues", "judge_endpoint", "judge_mode")
-_FIELD_TITLES = {
-    "judge_models": "judge models",
-    "judge_protocol": "protocol",
-    "alpha": "alpha",
-    "audio_clues": "audio clues",
-    "judge_endpoint": "endpoint",
-    "judge_mode": "judge mode",
-}
 MIN_PAIRS = 2  # fewer pairs: no correlation, kappa, ICC, bootstrap CI or p-value
-
-Key = tuple[str, int]  # (leaf task, row)
+LOGS_DIR = "emo_tasks_judge"  # the folder of a judged result (RUN/, RUN/judged/<slug>/) that holds its judge logs
+SCORED = "scored"  # the status of a usable judgement: only samples scored in both runs are paired
 
 
 class InputError(Exception):
-    """A path or file that cannot be read as a judged MME-Emotion run (exit 3)."""
+    """A path or file that cannot be read as a judged run (exit 3)."""
+
+
+# ------------------------------------------------------------------------------------- what a benchmark gives
+@dataclass(frozen=True)
+class Sample:
+    """One judged sample (one row of a task) as the benchmark reads it from its judge log."""
+
+    status: str  # the log's status: SCORED, or why not (judge_failed, offline, ...); counted per status
+    answer: Mapping[str, Any] = field(default_factory=dict)  # what was judged: a field both rows hold must agree
+    steps: tuple[float, ...] = ()  # scored: the value of every step's rating, the last one the final rating
+    scores: Mapping[str, float | None] = field(default_factory=dict)  # scored: sample score -> value (None: none)
+
+
+@dataclass
+class TaskLog:
+    """One task's judge log and its summary, read and checked by the benchmark (`JudgeRatings.read_task`)."""
+
+    log: Path
+    summary: dict[str, Any]  # the summary beside the log; {} when there is none
+    summary_file: Path | None  # None: no summary beside the log
+    #: setup field -> the value the summary records; None, "" and empty containers: not recorded
+    setup: dict[str, Any] = field(default_factory=dict)
+    shown: dict[str, Any] = field(default_factory=dict)  # what the JSON's Run lists per task, in its order
+    samples: dict[int, Sample] = field(default_factory=dict)  # row -> sample, every row of the task in the log
+    notes: list[str] = field(default_factory=list)  # remarks on the log (no summary, ...)
+
+
+class JudgeRatings(Protocol):
+    """What a benchmark's judge-ratings module (the registry's `Benchmark.judge_ratings`) defines at module level for
+    `agreement`.  Everything else - finding the newest judged result, setups and refusals, pairing, statistics,
+    output - is this module's and the same for every benchmark."""
+
+    TITLE: str  # the benchmark's name, in messages
+    LOGS: str  # where its judge logs are, in the message for a path that holds none
+    #: summary field -> its title: what makes two logs one judge.  "judge_models" ({role: model}) is one of them.
+    SETUP_FIELDS: Mapping[str, str]
+    SCORES: Mapping[str, str]  # sample score -> its title, in output order
+
+    def judge_logs(self, folder: Path) -> dict[str, Path]:
+        """Task -> its newest judge log in `folder`/emo_tasks_judge/ ({}: none)."""
+
+    def log_stamp(self, log: Path) -> str:
+        """A log's time stamp: the newest judged result under a path has the newest one."""
+
+    def task_order(self, task: str) -> Any:
+        """A task's sort key."""
+
+    def task_title(self, task: str) -> str: ...
+
+    def read_task(self, task: str, log: Path) -> TaskLog:
+        """The task's rows of its log and the summary beside it, read and checked (InputError naming the file)."""
+
+    def pair_notes(self, task: str, a: TaskLog, b: TaskLog) -> list[str]:
+        """Remarks on a task judged in both runs (a different alpha, the same judge models, ...)."""
+
+
+def judge_ratings() -> list[JudgeRatings]:
+    """Every benchmark's judge-ratings module, in registry order."""
+    modules = [b.judge_ratings for b in benchmarks.all_benchmarks() if b.judge_ratings]
+    return [cast(JudgeRatings, importlib.import_module(m)) for m in modules]
 
 
 @dataclass
 class JudgedRun:
-    """The newest judged result under a path: its per-task logs, summaries and rows."""
+    """The newest judged result under a path: its benchmark's judge ratings and its per-task logs."""
 
     path: Path
     folder: Path
     candidates: list[Path]
-    logs: dict[str, Path] = field(default_factory=dict)  # leaf task -> log
-    summaries: dict[str, dict[str, Any]] = field(default_factory=dict)  # {} when the log has no summary
-    summary_files: dict[str, Path | None] = field(default_factory=dict)
-    alpha: dict[str, float] = field(default_factory=dict)
-    rows: dict[Key, dict[str, Any]] = field(default_factory=dict)
+    ratings: JudgeRatings
+    tasks: dict[str, TaskLog] = field(default_factory=dict)  # task -> its log, in task order
     notes: list[str] = field(default_factory=list)
 
 
@@ -142,85 +191,52 @@ def is_run_form(a: str, b: str) -> bool:
     return Path(a).is_dir() or Path(b).is_dir()
 
 
-def _stamp(log: Path) -> str:
-    return log.name[: -len(_LOG_SUFFIX)].rsplit("_", 1)[-1]
+def _newest_key(folder: Path, ratings: JudgeRatings) -> tuple[str, float, str]:
+    logs = list(ratings.judge_logs(folder).values())
+    return (max(ratings.log_stamp(p) for p in logs), max(p.stat().st_mtime for p in logs), str(folder))
 
 
-def _newest_key(folder: Path) -> tuple[str, float, str]:
-    logs = list(judge_logs(folder).values())
-    return (max(_stamp(p) for p in logs), max(p.stat().st_mtime for p in logs), str(folder))
-
-
-def find_results(path: Path) -> list[Path]:
-    """Every folder at or under `path` with MME-Emotion judge logs in its `emo_tasks_judge/`, newest first."""
+def find_results(path: Path, ratings: JudgeRatings) -> list[Path]:
+    """Every folder at or under `path` with the benchmark's judge logs in its `emo_tasks_judge/`, newest first."""
     if not path.exists():
         raise InputError(f"{path}: no such directory")
     if not path.is_dir():
         raise InputError(f"{path}: not a directory (give two run folders, or two JSONL rating files)")
-    if path.name == "emo_tasks_judge":
+    if path.name == LOGS_DIR:
         path = path.parent
     try:
-        found = {p.parent for p in path.rglob("emo_tasks_judge") if p.is_dir()}
-        if (path / "emo_tasks_judge").is_dir():
+        found = {p.parent for p in path.rglob(LOGS_DIR) if p.is_dir()}
+        if (path / LOGS_DIR).is_dir():
             found.add(path)
-        folders = [f for f in found if judge_logs(f)]
-        return sorted(folders, key=_newest_key, reverse=True)
+        folders = [f for f in found if ratings.judge_logs(f)]
+        return sorted(folders, key=lambda f: _newest_key(f, ratings), reverse=True)
     except OSError as exc:
         raise InputError(f"{path}: {exc}") from exc
 
 
-def _read_log(log: Path) -> list[tuple[int, dict[str, Any]]]:
-    """The JSON objects of a judge log with their line numbers.  Split on newlines only: the logs are written with
-    ensure_ascii=False, so an answer may hold U+2028 or U+0085, which str.splitlines would treat as line breaks."""
-    try:
-        lines = log.read_text(encoding="utf-8").split("\n")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{log}: {exc}") from exc
-    out = []
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError as exc:
-            raise InputError(f"{log}:{i}: not valid JSON ({exc})") from exc
-        if not isinstance(obj, dict):
-            raise InputError(f"{log}:{i}: expected a JSON object, got {type(obj).__name__}")
-        out.append((i, obj))
-    return out
+def load_run(path: str | Path) -> JudgedRun:
+    """The newest judged result at or under `path`, every task's newest log read and checked.  The benchmark is
+    the first, in registry order, with judge logs there."""
+    path = Path(path)
+    every = judge_ratings()
+    for ratings in every:
+        candidates = find_results(path, ratings)
+        if candidates:
+            break
+    else:
+        raise InputError(
+            f"{path}: no {' or '.join(r.TITLE for r in every)} judge log (expected "
+            f"{' or '.join(r.LOGS for r in every)}; run lmms-eval with --output_path, or `emo-tasks judge`)"
+        )
+    run = JudgedRun(path=path, folder=candidates[0], candidates=candidates, ratings=ratings)
+    for task, log in sorted(ratings.judge_logs(run.folder).items(), key=lambda kv: ratings.task_order(kv[0])):
+        run.tasks[task] = ratings.read_task(task, log)
+        run.notes += run.tasks[task].notes
+    return run
 
 
-def _check_row(log: Path, line: int, row: dict[str, Any]) -> None:
-    """A scored row must carry ratings [[num, den], ...] (at least one) and a recognition."""
-    where = f"{log}:{line}"
-    if not isinstance(row.get("status"), str):
-        raise InputError(f"{where}: no 'status'")
-    if row["status"] != "scored":
-        return
-    ratings = row.get("ratings")
-    if not isinstance(ratings, list) or not ratings:
-        raise InputError(f"{where}: a scored sample needs 'ratings' [[num, den], ...] with at least one rating")
-    for r in ratings:
-        if (
-            not isinstance(r, list | tuple)
-            or len(r) != 2
-            or not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in r)
-        ):
-            raise InputError(f"{where}: each rating must be [numerator, denominator], got {r!r}")
-    for key, optional in (("recognition", False), ("reasoning", True)):
-        v = row.get(key)
-        if optional and v is None:
-            continue
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-            raise InputError(f"{where}: a scored sample needs a finite numeric {key!r}, got {v!r}")
-
-
-def _summary_file(log: Path) -> Path:
-    return log.with_name(log.name[: -len(_LOG_SUFFIX)] + "_summary.json")
-
-
-def _read_summary(log: Path) -> dict[str, Any] | None:
-    summary_file = _summary_file(log)
+def read_summary(summary_file: Path) -> dict[str, Any] | None:
+    """A judge summary beside a log (a JSON object); None when there is none."""
     if not summary_file.exists():
         return None
     try:
@@ -232,78 +248,29 @@ def _read_summary(log: Path) -> dict[str, Any] | None:
     return summary
 
 
-def load_run(path: str | Path) -> JudgedRun:
-    """The newest judged result at or under `path`, every task's newest log read and checked."""
-    path = Path(path)
-    candidates = find_results(path)
-    if not candidates:
-        raise InputError(
-            f"{path}: no MME-Emotion judge log (expected **/emo_tasks_judge/[sample_]<task>_<stamp>_judge.jsonl; "
-            "run lmms-eval with --output_path, or `emo-tasks judge`)"
-        )
-    run = JudgedRun(path=path, folder=candidates[0], candidates=candidates)
-    run.logs = {t: log for t, log in sorted(judge_logs(run.folder).items(), key=lambda kv: _task_order(kv[0]))}
-    for task, log in run.logs.items():
-        summary = _read_summary(log)
-        run.summary_files[task] = None if summary is None else _summary_file(log)
-        if summary is None:
-            run.notes.append(f"{task}: no {_summary_file(log).name}; alpha {DEFAULT_ALPHA}")
-            summary = {}
-        alpha = summary.get("alpha", DEFAULT_ALPHA)
-        alpha = DEFAULT_ALPHA if alpha is None else alpha
-        if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0.0 <= alpha <= 1.0:
-            raise InputError(f"{_summary_file(log)}: alpha must be in [0, 1], got {alpha!r}")
-        run.summaries[task], run.alpha[task] = summary, float(alpha)
-        base = task.replace("mme_emotion_sample_", "mme_emotion_", 1)
-        for line, row in _read_log(log):
-            try:
-                mine = spec_for(str(row["task"])).task == base
-                key = (task, int(row["row"]))
-            except (KeyError, TypeError, ValueError) as exc:
-                raise InputError(f"{log}:{line}: needs a known 'task' and an integer 'row' ({exc})") from exc
-            if not mine:
-                continue
-            _check_row(log, line, row)
-            if key in run.rows:
-                raise InputError(f"{log}:{line}: row {key[1]} of {task} appears twice")
-            run.rows[key] = {**row, "alpha": float(alpha)}
-    return run
-
-
-def _task_order(task: str) -> tuple[int, str]:
-    return (TASKS.index(task) if task in TASKS else len(TASKS), task)
-
-
 # ------------------------------------------------------------------------------------------------ judge setup
-def _recorded(summary: Mapping[str, Any], name: str) -> Any:
-    """A setup field as a summary records it; None (absent, null, empty) means "not recorded", never a value."""
-    value = summary.get(name)
-    if name == "alpha" and isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)  # 1 and 1.0 are one alpha
-    return None if value in (None, "", {}, []) else value
-
-
 def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def setup_values(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, tuple[Any, list[str]]]]:
+def setup_values(run: JudgedRun) -> dict[str, dict[str, tuple[Any, list[str]]]]:
     """Per setup field, every distinct recorded value -> (value, the tasks whose summary records it).  A summary
     that does not record a field (an older summary, no summary at all) adds nothing: unknown is not different."""
-    out: dict[str, dict[str, tuple[Any, list[str]]]] = {name: {} for name in SETUP_FIELDS}
-    for task, summary in summaries.items():
-        for name in SETUP_FIELDS:
-            value = _recorded(summary, name)
-            if value is not None:
+    out: dict[str, dict[str, tuple[Any, list[str]]]] = {name: {} for name in run.ratings.SETUP_FIELDS}
+    for task, log in run.tasks.items():
+        for name in run.ratings.SETUP_FIELDS:
+            value = log.setup.get(name)
+            if value not in (None, "", {}, []):
                 out[name].setdefault(_canonical(value), (value, []))[1].append(task)
     return out
 
 
-def _api_models(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]] | None:
-    """{role: [model id the API reported, ...]} over every summary (their `api_models` counts answers per id)."""
+def _api_models(run: JudgedRun) -> dict[str, list[str]] | None:
+    """{role: [model id the API reported, ...]} over every summary (the judge engine's `api_models` counts answers
+    per id)."""
     roles: dict[str, set[str]] = {}
-    for summary in summaries.values():
-        api = summary.get("api_models")
+    for log in run.tasks.values():
+        api = log.summary.get("api_models")
         if not isinstance(api, dict):
             continue
         for role, ids in api.items():
@@ -315,13 +282,13 @@ def _api_models(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str, list[st
 def judge_setup(run: JudgedRun) -> dict[str, Any]:
     """The judge setup a run's summaries record (the `Setup` of the module docstring): read from the summaries,
     not the folder name, so two judges can be told apart whatever their folders are called."""
-    values = setup_values(run.summaries)
+    values = setup_values(run)
     setup: dict[str, Any] = {}
-    for name in SETUP_FIELDS:
+    for name in run.ratings.SETUP_FIELDS:
         found = list(values[name].values())
         setup[name] = found[0][0] if len(found) == 1 else None
-    setup["api_models"] = _api_models(run.summaries)
-    setup["differs"] = [name for name in SETUP_FIELDS if len(values[name]) > 1]
+    setup["api_models"] = _api_models(run)
+    setup["differs"] = [name for name in run.ratings.SETUP_FIELDS if len(values[name]) > 1]
     return setup
 
 
@@ -336,38 +303,38 @@ def _show(value: Any) -> str:
 def mixed_setup_reason(run: JudgedRun) -> str | None:
     """Why one side's logs are not one judge (None when they are): the differing fields, each value with the
     tasks that record it.  Comparing such a side with another would mix judges task by task."""
-    values = setup_values(run.summaries)
+    values = setup_values(run)
+    order, title = run.ratings.task_order, run.ratings.task_title
     parts = []
-    for name in SETUP_FIELDS:
+    for name, name_title in run.ratings.SETUP_FIELDS.items():
         if len(values[name]) > 1:
             shown = " vs ".join(
-                f"{_show(v)} ({', '.join(_title(t) for t in sorted(tasks, key=_task_order))})"
+                f"{_show(v)} ({', '.join(title(t) for t in sorted(tasks, key=order))})"
                 for v, tasks in values[name].values()
             )
-            parts.append(f"{_FIELD_TITLES[name]} {shown}")
+            parts.append(f"{name_title} {shown}")
     if not parts:
         return None
     return f"the judge logs read from {run.folder} come from more than one judge setup: " + "; ".join(parts)
 
 
-def same_setup(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+def same_setup(a: Mapping[str, Any], b: Mapping[str, Any], fields: Sequence[str]) -> bool:
     """True when two `Setup`s are the same judge: judge models recorded and equal on both sides, and every other
     field that both record equal.  Comparing such runs measures only the judge's nondeterminism."""
     if a["differs"] or b["differs"] or a["judge_models"] is None or b["judge_models"] is None:
         return False
     return all(
-        _canonical(a[name]) == _canonical(b[name])
-        for name in SETUP_FIELDS
-        if a[name] is not None and b[name] is not None
+        _canonical(a[name]) == _canonical(b[name]) for name in fields if a[name] is not None and b[name] is not None
     )
 
 
-def describe_setup(setup: Mapping[str, Any]) -> str:
-    """One line naming a `Setup`: every field, "not recorded" or "differs by task" where there is no one value."""
+def describe_setup(setup: Mapping[str, Any], fields: Mapping[str, str]) -> str:
+    """One line naming a `Setup` (`fields`: setup field -> title): every field, "not recorded" or "differs by
+    task" where there is no one value."""
     parts = []
-    for name in SETUP_FIELDS:
+    for name, title in fields.items():
         value = "differs by task" if name in setup["differs"] else _show(setup[name])
-        parts.append(f"{_FIELD_TITLES[name]}: {value}")
+        parts.append(f"{title}: {value}")
     if setup.get("api_models"):
         reported = "; ".join(f"{role} {', '.join(ids)}" for role, ids in setup["api_models"].items())
         parts.append(f"API reported: {reported}")
@@ -375,10 +342,6 @@ def describe_setup(setup: Mapping[str, Any]) -> str:
 
 
 # -------------------------------------------------------------------------------------------------- statistics
-def _values(row: Mapping[str, Any]) -> list[float]:
-    return [rating_value(n, d) for n, d in row["ratings"]]
-
-
 def rating_agreement(a: Sequence[float], b: Sequence[float], icc_form: str = "ICC(2,1)") -> dict[str, Any]:
     """n, Spearman, Cohen's kappa, ICC and mean offset (B - A) of paired ratings; undefined measures are null with
     a note (constant ratings, fewer than two pairs)."""
@@ -436,9 +399,9 @@ def score_difference(a: Sequence[float], b: Sequence[float], resamples: int, see
 class _Pool:
     """The paired values of one task (or of all tasks)."""
 
+    scores: dict[str, tuple[list[float], list[float]]]  # sample score -> (A's, B's)
     steps: tuple[list[float], list[float]] = field(default_factory=lambda: ([], []))
     last: tuple[list[float], list[float]] = field(default_factory=lambda: ([], []))
-    scores: dict[str, tuple[list[float], list[float]]] = field(default_factory=lambda: {m: ([], []) for m in _SCORES})
     counts: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys(
             ("n_paired", "n_only_a", "n_only_b", "n_not_scored", "n_answer_mismatch", "n_count_mismatch"), 0
@@ -446,11 +409,15 @@ class _Pool:
     )
     status: dict[str, dict[str, int]] = field(default_factory=lambda: {"a": {}, "b": {}})
 
+    @classmethod
+    def of(cls, scores: Sequence[str]) -> _Pool:
+        return cls(scores={m: ([], []) for m in scores})
+
     def extend(self, other: _Pool) -> None:
         for mine, theirs in ((self.steps, other.steps), (self.last, other.last)):
             mine[0].extend(theirs[0])
             mine[1].extend(theirs[1])
-        for m in _SCORES:
+        for m in self.scores:
             self.scores[m][0].extend(other.scores[m][0])
             self.scores[m][1].extend(other.scores[m][1])
         for k, v in other.counts.items():
@@ -460,33 +427,35 @@ class _Pool:
                 self.status[side][s] = self.status[side].get(s, 0) + v
 
 
-def _same_answer(ra: Mapping[str, Any], rb: Mapping[str, Any]) -> bool:
-    return all(ra.get(k) == rb.get(k) for k in ("video_id", "answer") if k in ra and k in rb)
+def _same_answer(sa: Sample, sb: Sample) -> bool:
+    """Both judged the same answer: every identifying field that both rows record is equal."""
+    return all(value == sb.answer[k] for k, value in sa.answer.items() if k in sb.answer)
 
 
 def _pool(task: str, a: JudgedRun, b: JudgedRun) -> _Pool:
-    pool = _Pool()
-    keys_a = sorted(k for k in a.rows if k[0] == task)
-    keys_b = {k for k in b.rows if k[0] == task}
-    for side, run, keys in (("a", a, keys_a), ("b", b, keys_b)):
+    pool = _Pool.of(list(a.ratings.SCORES))
+    samples_a = a.tasks[task].samples if task in a.tasks else {}
+    samples_b = b.tasks[task].samples if task in b.tasks else {}
+    keys_a = sorted(samples_a)
+    keys_b = set(samples_b)
+    for side, samples, keys in (("a", samples_a, keys_a), ("b", samples_b, keys_b)):
         for k in keys:
-            s = str(run.rows[k]["status"])
+            s = samples[k].status
             pool.status[side][s] = pool.status[side].get(s, 0) + 1
     pool.counts["n_only_a"] = sum(1 for k in keys_a if k not in keys_b)
     pool.counts["n_only_b"] = len(keys_b - set(keys_a))
-    metrics = {m: TABLE[m].per_sample for m in _SCORES}
     for k in keys_a:
         if k not in keys_b:
             continue
-        ra, rb = a.rows[k], b.rows[k]
-        if ra["status"] != "scored" or rb["status"] != "scored":
+        sa, sb = samples_a[k], samples_b[k]
+        if sa.status != SCORED or sb.status != SCORED:
             pool.counts["n_not_scored"] += 1
             continue
-        if not _same_answer(ra, rb):
+        if not _same_answer(sa, sb):
             pool.counts["n_answer_mismatch"] += 1
             continue
         pool.counts["n_paired"] += 1
-        va, vb = _values(ra), _values(rb)
+        va, vb = sa.steps, sb.steps
         if len(va) == len(vb):
             pool.steps[0].extend(va)
             pool.steps[1].extend(vb)
@@ -494,11 +463,11 @@ def _pool(task: str, a: JudgedRun, b: JudgedRun) -> _Pool:
             pool.counts["n_count_mismatch"] += 1
         pool.last[0].append(va[-1])
         pool.last[1].append(vb[-1])
-        for m, fn in metrics.items():
-            sa, sb = fn(ra), fn(rb)
-            if sa is not None and sb is not None:
-                pool.scores[m][0].append(float(sa))
-                pool.scores[m][1].append(float(sb))
+        for m, (got_a, got_b) in pool.scores.items():
+            ma, mb = sa.scores.get(m), sb.scores.get(m)
+            if ma is not None and mb is not None:
+                got_a.append(float(ma))
+                got_b.append(float(mb))
     return pool
 
 
@@ -510,61 +479,46 @@ def _block(task: str, title: str, pool: _Pool, icc_form: str, resamples: int, se
         **pool.counts,
         "steps": rating_agreement(*pool.steps, icc_form=icc_form),
         "last_step": rating_agreement(*pool.last, icc_form=icc_form),
-        "scores": {m: score_difference(*pool.scores[m], resamples, seed) for m in _SCORES},
+        "scores": {m: score_difference(*pool.scores[m], resamples, seed) for m in pool.scores},
     }
 
 
-def _title(task: str) -> str:
-    return TITLES.get(task, task) + (" [sample]" if task.startswith("mme_emotion_sample_") else "")
-
-
 def _run_doc(run: JudgedRun) -> dict[str, Any]:
+    shown = dict.fromkeys(name for log in run.tasks.values() for name in log.shown)
     return {
         "path": str(run.path),
         "results_dir": str(run.folder),
         "candidates": [str(c) for c in run.candidates],
-        "logs": {t: str(p) for t, p in run.logs.items()},
-        "judge_models": {t: s.get("judge_models") for t, s in run.summaries.items()},
-        "alpha": dict(run.alpha),
-        "judge_protocol": {t: s.get("judge_protocol") for t, s in run.summaries.items()},
-        "summaries": {t: None if f is None else str(f) for t, f in run.summary_files.items()},
+        "logs": {t: str(log.log) for t, log in run.tasks.items()},
+        **{name: {t: log.shown.get(name) for t, log in run.tasks.items()} for name in shown},
+        "summaries": {t: None if log.summary_file is None else str(log.summary_file) for t, log in run.tasks.items()},
         "setup": judge_setup(run),
     }
 
 
 def _run_notes(a: JudgedRun, b: JudgedRun) -> list[str]:
     notes = [f"A: {n}" for n in a.notes] + [f"B: {n}" for n in b.notes]
-    for task in sorted(set(a.logs) & set(b.logs), key=_task_order):
-        sa, sb = a.summaries[task], b.summaries[task]
-        if a.alpha[task] != b.alpha[task]:
-            notes.append(
-                f"{task}: alpha differs (A {a.alpha[task]}, B {b.alpha[task]}): the CoT-S difference mixes judge "
-                "and alpha"
-            )
-        for k in ("judge_protocol", "audio_clues", "data_source"):
-            if sa.get(k) != sb.get(k) and sa.get(k) is not None and sb.get(k) is not None:
-                notes.append(f"{task}: {k} differs (A {sa.get(k)}, B {sb.get(k)})")
-        if sa.get("judge_models") and sa.get("judge_models") == sb.get("judge_models"):
-            notes.append(
-                f"{task}: both runs used the same judge models {sa['judge_models']}: this measures run-to-run "
-                "consistency, not one judge against another"
-            )
+    for task in sorted(set(a.tasks) & set(b.tasks), key=a.ratings.task_order):
+        notes += a.ratings.pair_notes(task, a.tasks[task], b.tasks[task])
     return notes
 
 
 def compare_runs(
     a: JudgedRun, b: JudgedRun, *, icc_form: str = "ICC(2,1)", resamples: int = 1000, seed: int = 0
 ) -> dict[str, Any]:
-    """The JSON document of the module docstring for two loaded runs."""
+    """The JSON document of the module docstring for two loaded runs of one benchmark."""
     if icc_form not in stats.ICC_FORMS:
         raise ValueError(f"unknown ICC form {icc_form!r}")
-    tasks = sorted(set(a.logs) | set(b.logs), key=_task_order)
-    overall = _Pool()
+    if a.ratings is not b.ratings:
+        raise ValueError(f"A holds {a.ratings.TITLE} judge logs, B {b.ratings.TITLE} ones")
+    ratings = a.ratings
+    tasks = sorted(set(a.tasks) | set(b.tasks), key=ratings.task_order)
+    overall = _Pool.of(list(ratings.SCORES))
     blocks = []
     for task in tasks:
         pool = _pool(task, a, b)
         overall.extend(pool)
-        blocks.append(_block(task, _title(task), pool, icc_form, resamples, seed))
+        blocks.append(_block(task, ratings.task_title(task), pool, icc_form, resamples, seed))
     runs = {"a": _run_doc(a), "b": _run_doc(b)}
     return {
         "schema": SCHEMA,
@@ -576,7 +530,7 @@ def compare_runs(
         "tasks": blocks,
         "overall": _block("overall", "Overall", overall, icc_form, resamples, seed),
         "notes": _run_notes(a, b),
-        "same_setup": same_setup(runs["a"]["setup"], runs["b"]["setup"]),
+        "same_setup": same_setup(runs["a"]["setup"], runs["b"]["setup"], list(ratings.SETUP_FIELDS)),
     }
 
 
@@ -633,8 +587,9 @@ def _models(run: Mapping[str, Any]) -> str:
     return "; ".join(seen)
 
 
-def render_text(doc: Mapping[str, Any]) -> str:
-    """The readable form: run headers, the rating-agreement table, the score table, notes, logs used."""
+def render_text(doc: Mapping[str, Any], ratings: JudgeRatings) -> str:
+    """The readable form: run headers, the rating-agreement table, the score table, notes, logs used (`ratings`:
+    the benchmark's, for the titles of its setup fields and sample scores)."""
     form = doc["icc_form"]
     blocks = [*doc["tasks"], doc["overall"]]
     out = []
@@ -643,7 +598,7 @@ def render_text(doc: Mapping[str, Any]) -> str:
         st = doc["overall"]["status"][side]
         counts = ", ".join(f"{k} {v}" for k, v in st.items()) or "no rows"
         out.append(f"{side.upper()}: {run['results_dir']}  (samples: {counts})")
-        setup = describe_setup(run["setup"])
+        setup = describe_setup(run["setup"], ratings.SETUP_FIELDS)
         if "judge_models" in run["setup"]["differs"]:
             setup = f"{setup} (judge models by task: {_models(run)})"
         out.append(f"   judge setup: {setup}")
@@ -670,13 +625,13 @@ def render_text(doc: Mapping[str, Any]) -> str:
     )
     rows = []
     for blk in blocks:
-        for m in _SCORES:
+        for m, title in ratings.SCORES.items():
             s = blk["scores"][m]
             ci = "n/a" if s["ci_low"] is None else f"[{s['ci_low']:+.2f}, {s['ci_high']:+.2f}]"
             rows.append(
                 [
                     blk["title"],
-                    _SCORE_TITLES[m],
+                    title,
                     str(s["n"]),
                     _f(s["a"], 2),
                     _f(s["b"], 2),
@@ -698,7 +653,7 @@ def render_text(doc: Mapping[str, Any]) -> str:
             notes.append(f"{blk['title']}: left out: " + ", ".join(p for p in left if p))
         for part, name in (("steps", "steps"), ("last_step", "last step")):
             notes += [f"{blk['title']} {name}: {n}" for n in blk[part]["notes"] if blk[part]["n"]]
-        score_notes = [n for m in _SCORES if blk["scores"][m]["n"] for n in blk["scores"][m].get("notes", [])]
+        score_notes = [n for s in blk["scores"].values() if s["n"] for n in s.get("notes", [])]
         notes += [f"{blk['title']} scores: {n}" for n in dict.fromkeys(score_notes)]
     if notes:
         out += ["", "Notes:"] + [f"  - {n}" for n in notes]
@@ -721,7 +676,8 @@ def run_cli(
     err: Any = None,
 ) -> int:
     """`emo-tasks agreement RUN_A RUN_B`: print the report; exit 0, 2 (no shared scored sample, the same result
-    twice, a side mixing judge setups) or 3 (unreadable input), each refusal or error one line on stderr."""
+    twice, a side mixing judge setups, two benchmarks) or 3 (unreadable input), each refusal or error one line on
+    stderr."""
     out = out or sys.stdout
     err = err or sys.stderr
 
@@ -749,6 +705,10 @@ def run_cli(
             "(pass the two judges' folders, e.g. RUN/judged/<A> RUN/judged/<B>)"
         )
         return 2
+    ratings = runs[0].ratings
+    if runs[1].ratings is not ratings:
+        say(f"A holds {ratings.TITLE} judge logs, B {runs[1].ratings.TITLE} ones; nothing to compare")
+        return 2
     for side, run in zip("AB", runs, strict=True):
         if len(run.candidates) > 1:
             others = ", ".join(str(c) for c in run.candidates[1:])
@@ -762,9 +722,10 @@ def run_cli(
             return 2
     doc = compare_runs(*runs, icc_form=icc_form, resamples=resamples, seed=seed)
     if doc["same_setup"]:
+        setup = describe_setup(doc["runs"]["a"]["setup"], ratings.SETUP_FIELDS)
         say(
-            f"warning: A and B record the same judge setup ({describe_setup(doc['runs']['a']['setup'])}): the "
-            "comparison measures nothing but that judge's nondeterminism"
+            f"warning: A and B record the same judge setup ({setup}): the comparison measures nothing but that "
+            "judge's nondeterminism"
         )
     reason = no_overlap_reason(doc)
     if reason:
@@ -773,5 +734,5 @@ def run_cli(
     if fmt == "json":
         out.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     else:
-        out.write(render_text(doc))
+        out.write(render_text(doc, ratings))
     return 0

@@ -86,7 +86,8 @@ class Benchmark:
     #: The export formats it offers: format name -> "module:function", the function being
     #: (run_dir, out_dir, model_name=None, *, pick=None, force=False) -> Path (see emo_tasks/export.py).
     exports: Mapping[str, str] = field(default_factory=dict)
-    #: The module that gives its per-sample judge ratings to `emo-tasks agreement` ("" = no judge to compare).
+    #: The module that gives its per-sample judge ratings to `emo-tasks agreement` ("" = no judge to compare); it
+    #: defines the names of `emo_tasks.agreement.JudgeRatings` (see emo_tasks/mme_emotion/agreement.py).
     judge_ratings: str = ""
     #: (env, extra_judge) -> the parts of the judge setup that can change its numbers ({} = none), for the judge
     #: stage's folder name and results; `extra_judge`: the optional judge stage was asked for (--multiemo-judge).

@@ -22,6 +22,7 @@ from conftest import env_without_secrets
 from test_judge_agreement import ANSWER, DATA, ER_LAB, FAILED, LEAF, SA, _log_row
 
 from emo_tasks import agreement, cli
+from emo_tasks.mme_emotion.agreement import SETUP_FIELDS
 
 GPT = {
     "judge_models": {"step": "gpt-4o", "judge": "gpt-4o"},
@@ -100,7 +101,7 @@ def test_each_side_states_the_setup_it_read(tmp_path: Path, agreement_cli: Calla
     assert doc["schema"] == "emo-tasks/judge-agreement/1" and doc["same_setup"] is False
     for side, setup, folder in (("a", GPT, a), ("b", QWEN, b)):
         got = doc["runs"][side]["setup"]
-        assert {k: got[k] for k in agreement.SETUP_FIELDS} == {k: setup[k] for k in agreement.SETUP_FIELDS}
+        assert {k: got[k] for k in SETUP_FIELDS} == {k: setup[k] for k in SETUP_FIELDS}
         assert got["api_models"] == {role: sorted(ids) for role, ids in setup["api_models"].items()}
         assert got["differs"] == []
         summaries = doc["runs"][side]["summaries"]
@@ -167,7 +168,7 @@ def test_a_field_one_summary_does_not_record_is_not_a_difference(tmp_path: Path,
     assert code == 0, err
     doc = json.loads(out)
     assert doc["runs"]["a"]["setup"]["judge_endpoint"] == "api.openai.com" and not doc["runs"]["a"]["setup"]["differs"]
-    assert doc["runs"]["b"]["setup"] == {**dict.fromkeys(agreement.SETUP_FIELDS), "api_models": None, "differs": []}
+    assert doc["runs"]["b"]["setup"] == {**dict.fromkeys(SETUP_FIELDS), "api_models": None, "differs": []}
     assert doc["runs"]["b"]["summaries"] == {ER_LAB: None, SA: None} and doc["same_setup"] is False
 
 

@@ -111,9 +111,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, help="write the snapshot here")
     ap.add_argument("--compare", type=Path, help="compare with this earlier snapshot; exit 1 on any difference")
+    ap.add_argument("--keep", type=Path, help="run in this (new) folder and keep the runs, e.g. to export them")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="emo-snapshot-") as tmp:
-        snap = snapshot(Path(tmp))
+    if args.keep:
+        args.keep.mkdir(parents=True)
+        snap = snapshot(args.keep.resolve())
+    else:
+        with tempfile.TemporaryDirectory(prefix="emo-snapshot-") as tmp:
+            snap = snapshot(Path(tmp))
     if args.out:
         args.out.write_text(json.dumps(snap, indent=1, sort_keys=True))
     n_values = sum(len(r) for run in snap.values() for r in run["results"].values())
