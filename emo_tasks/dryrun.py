@@ -6,7 +6,7 @@ Why a module of its own: the cost estimate is a separate concern from judging; i
 The dry run is the moment a user needs the cost, usually before anything is cached, so every row gets one: input
 tokens are counted exactly; output tokens come from the agent's `max_tokens` bound, else the mean real usage of
 the agent's cached answers, else the agent's typical answer length (an estimate, marked `(est.)`; see the
-planners' `output_tokens_typical` and `TYPICAL_ANSWER_TOKENS` below).  It needs no judge endpoint
+planners' `output_tokens_typical`).  It needs no judge endpoint
 (`dry_run_env`).
 """
 
@@ -18,12 +18,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from emo_tasks.stage_plan import EXIT_OK, StageError, TaskPlan
-
-#: Typical answer length (o200k tokens per request) of agents whose planner gives none (`output_tokens_typical`).
-#: multiemo_judge: its prompt (multiemo/judge_stage.yml) asks, per candidate, one "why it could be correct" and one
-#: "why it could be wrong" sentence, then a one- or two-sentence conclusion and "Final score: N"; filled in
-#: plainly for the stage's one candidate that is ~100 tokens.  An estimate, not a measurement.
-TYPICAL_ANSWER_TOKENS: dict[str, int] = {"multiemo_judge": 100}
 
 #: Where the settings of a dry run with no judge endpoint point: a host that cannot resolve (RFC 6761 `.invalid`),
 #: so nothing could be sent even by mistake.  Cache keys do not depend on the endpoint (`JudgeRequest.cache_key`).
@@ -185,8 +179,8 @@ def _cached_mean(agent: Mapping[str, Any]) -> float | None:
 
 
 def _typical(row: Mapping[str, Any]) -> int | None:
-    """The agent's typical answer length per request: its planner's figure, else `TYPICAL_ANSWER_TOKENS`."""
-    return row.get("output_tokens_typical") or TYPICAL_ANSWER_TOKENS.get(row["agent"])
+    """The agent's typical answer length per request, as its benchmark's planner states it (None: unknown)."""
+    return row.get("output_tokens_typical")
 
 
 def _output_estimate(row: Mapping[str, Any]) -> tuple[float | None, str, str]:

@@ -318,6 +318,11 @@ def run_judge_stage(
 # ------------------------------------------------------------------------------------------ one run's answers
 #: The dry run's name for this stage's one agent.
 AGENT = "multiemo_judge"
+#: Typical answer length (o200k tokens per request) for the dry run's cost estimate: the prompt (judge_stage.yml)
+#: asks, per candidate, one "why it could be correct" and one "why it could be wrong" sentence, then a one- or
+#: two-sentence conclusion and "Final score: N"; filled in plainly for the stage's one candidate that is ~100
+#: tokens.  An estimate, not a measurement.
+TYPICAL_OUTPUT_TOKENS = 100
 #: Where the judged rows and summary go, under the stage's output folder (as the in-process predictions do).
 JUDGE_FOLDER = "emo_tasks_judge"
 
@@ -417,7 +422,7 @@ def plan(
     """What `judge_run_predictions` would send, sending nothing (`emo-tasks judge --multiemo-judge --dry-run`): one
     dict for its one agent, in the shape of MME-Emotion's plan: `{"agent": "multiemo_judge", "model", "requests",
     "unique_requests", "cached", "to_send", "estimated", "input_tokens", "max_tokens", "output_tokens_max",
-    "output_tokens_cached"}`.
+    "output_tokens_cached", "output_tokens_typical"}`.
 
     Every request is exact (its prompt is the run's own answer), so `estimated` is 0.  `cached`: requests the
     engine's answer cache holds (`engine.lookup`); `to_send`: distinct requests not cached; `input_tokens`: over
@@ -458,6 +463,7 @@ def plan(
             "max_tokens": max_tokens,
             "output_tokens_max": None if max_tokens is None else len(to_send) * max_tokens,
             "output_tokens_cached": cached_output,
+            "output_tokens_typical": TYPICAL_OUTPUT_TOKENS,
         }
     ]
 
