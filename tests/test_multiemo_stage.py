@@ -252,6 +252,7 @@ def test_judge_run_predictions_and_its_dry_run(tmp_path: Path, monkeypatch: pyte
             "max_tokens": None,  # the judge's requests set no max_tokens: unbounded
             "output_tokens_max": None,
             "output_tokens_cached": 0,
+            "output_tokens_typical": judge_stage.TYPICAL_OUTPUT_TOKENS,  # the dry run's estimate
         }
 
         out = tmp_path / "judged"
