@@ -67,10 +67,24 @@ def test_mme_one_view_per_row_with_the_judges_evidence(mme_run: Path) -> None:
         assert v.task == ER_LAB and v.doc_id == 10 + r["row"] and v.prompt == f"prompt {r['row']}"
         assert v.media == (r["video_id"],) and v.answers == (r["answer"],) and v.gold == r["label"]
         assert v.verdict == r["status"]
-        assert {k: v.details[k] for k in ("steps", "ratings", "judge_text", "step_text", "audio_clue")} == {
-            k: r[k] for k in ("steps", "ratings", "judge_text", "step_text", "audio_clue")
+        assert {k: v.details[k] for k in ("judge_text", "step_text", "audio_clue")} == {
+            k: r[k] for k in ("judge_text", "step_text", "audio_clue")
         }
-        assert {"predicted_labels", "n_steps", "failed_stage", "failure_reason"} <= set(v.details)
+        assert {"predicted_labels", "n_steps", "failed_stage", "failure_reason", "label_set"} <= set(v.details)
+        steps, ratings = r["steps"], r["ratings"]
+        assert [s["step"] for s in v.details["steps"] if s["step"] is not None] == steps
+        assert [s["rating"] for s in v.details["steps"] if s["rating"] is not None] == [f"{n}/{d}" for n, d in ratings]
+        assert ("steps_note" in v.details) == (len(steps) != len(ratings))
+        # no MME-Emotion data in this test's cache: the video id stands for the frames, and the details say why
+        assert v.details["frames"].startswith("no MME-Emotion data here for " + ER_LAB)
+    # row 0: 2 extracted steps, 3 ratings (kept, the third one unpaired); row 1: paired one to one
+    assert views[0].details["steps"] == [
+        {"step": "Step 1: cue.", "rating": "1/1", "value": 1.0},
+        {"step": "Step 2: The predicted emotion is happy.", "rating": "0/1", "value": 0.0},
+        {"step": None, "rating": "1/1", "value": 1.0},
+    ]
+    assert views[0].details["steps_note"].startswith("2 extracted steps, 3 ratings")
+    assert [s["value"] for s in views[1].details["steps"]] == [1.0, 0.0]
     assert views[0].values["rec_s"] == 100.0 and views[0].values["cot_s"] == 75.0  # alpha 0.5 from the summary
     failed = views[2]
     assert failed.verdict == "judge_failed" and failed.values.keys() == {"avg_token"}
