@@ -143,7 +143,10 @@ class Run:
 
     @property
     def model_args(self) -> str | None:
-        return (self.data.get("config") or {}).get("model_args")
+        """The run's model_args with secrets masked (`emo_tasks.redact`): they reach labels, JSON, CSV, exports."""
+        from emo_tasks.redact import mask_secrets
+
+        return mask_secrets((self.data.get("config") or {}).get("model_args"))
 
     def value(self, task: str, metric: str) -> float | None:
         """results.json's number (None when absent, null or not a number)."""
@@ -504,13 +507,13 @@ def _columns(bench: Benchmark, runs: Sequence[Run]) -> list[str]:
     return cols + ["Overall"]
 
 
-def _task_for_column(bench: Benchmark, run: Run, column: str) -> str | None:
+def task_for_column(bench: Benchmark, run: Run, column: str) -> str | None:
     """The run's task (or group, for "Overall") behind a column title; None if the run lacks it."""
     names = bench.groups if column == "Overall" else [t for t in bench.tasks if bench.titles.get(t, t) == column]
     return next((n for n in names if n in run.results), None)
 
 
-def _run_task(bench: Benchmark, run: Run) -> str | None:
+def run_task(bench: Benchmark, run: Run) -> str | None:
     """The one task of a benchmark without groups that the run has (benchmark or sample flavour)."""
     return next((t for t in bench.tasks if t in run.results), None)
 
@@ -528,14 +531,14 @@ def build_tables(runs: Sequence[Run], resamples: int = 1000, seed: int = 0) -> l
                 for run in runs:
                     cells = []
                     for col in cols:
-                        task = _task_for_column(bench, run, col)
+                        task = task_for_column(bench, run, col)
                         cells.append(Cell(None) if task is None else cell(run, task, metric.name, resamples, seed))
                     rows.append((run.label, cells))
                 tables.append(Table(bench.key, f"{bench.title} — {metric.display}", cols, rows, [metric] * len(cols)))
         else:
             rows = []
             for run in runs:
-                task = _run_task(bench, run)
+                task = run_task(bench, run)
                 rows.append(
                     (run.label, [Cell(None) if task is None else cell(run, task, m.name, resamples, seed)
                                  for m in metrics])

@@ -86,3 +86,28 @@ def test_audit_record_contents(server: LoopbackServer, make_engine, tmp_path: Pa
     assert len(user_text) < 400  # truncated, not the whole prompt
     write_audit_jsonl(path, [rec], append=True)
     assert len(path.read_text().splitlines()) == 2
+
+
+def test_report_masks_secrets_in_model_args(tmp_path) -> None:
+    """lmms-eval records --model_args as given: the report (labels, JSON, CSV, exports read it) masks a key, a
+    URL's password and any secret variable's value; other arguments stay readable."""
+    import json
+
+    from emo_tasks import report
+
+    run = tmp_path / "run"
+    run.mkdir()
+    args = "model_version=m1,api_key=sk-abc123456789,base_url=https://user:pw@host.example/v1,x=tok-0000000000long"
+    data = {"results": {"mvei_sample": {"acc_total,none": 50.0}}, "config": {"model": "openai", "model_args": args}}
+    (run / "20260101_000000_results.json").write_text(json.dumps(data))
+    loaded = report.load_run(run)
+    masked = loaded.model_args
+    assert "sk-abc123456789" not in masked and "user:pw" not in masked and "model_version=m1" in masked
+    assert masked.count("***") == 2
+    import os
+
+    os.environ["EMO_TEST_SECRET_TOKEN"] = "tok-0000000000long"
+    try:
+        assert "tok-0000000000long" not in report.load_run(run).model_args
+    finally:
+        del os.environ["EMO_TEST_SECRET_TOKEN"]
