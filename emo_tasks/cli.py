@@ -5,6 +5,7 @@
                     [--dry-run [--price MODEL=IN/OUT ...]]
     emo-tasks export RUN_DIR --format mme-official|mvei-official|multiemo-table --out DIR [--model-name NAME]
                      [--run NAME_OR_PATH] [--force]
+    emo-tasks view RUN_DIR... --out DIR [--run NAME_OR_PATH] [--force]
     emo-tasks report RUN_DIR... [--run NAME_OR_PATH] [--format md|csv|json] [--out FILE] [--plot FILE.png]
                      [--resamples N] [--seed S]
     emo-tasks compare BASE_RUN NEW_RUN [--metric M ...] [--max-drop X] [--alpha 0.05] [--force]
@@ -81,6 +82,10 @@ def _parser() -> argparse.ArgumentParser:
 
     add_export_parser(sub)
 
+    from .site.command import add_parser as add_view_parser
+
+    add_view_parser(sub)
+
     r = sub.add_parser("report", help="paper-style tables (with bootstrap CIs) for one or more runs")
     r.add_argument("runs", nargs="+", metavar="RUN_DIR", help="lmms-eval --output_path folders (or results files)")
     r.add_argument("--run", dest="pick", metavar="NAME_OR_PATH",
@@ -151,6 +156,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .export import main_export
 
         return main_export(args)
+    if args.command == "view":
+        from .site.command import main_view
+
+        return main_view(args)
     try:
         if args.command == "report":
             return cmd_report(args)

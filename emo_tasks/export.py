@@ -501,7 +501,7 @@ def _run_dir_help() -> str:
     return "lmms-eval --output_path folder" + (f" ({needs})" if needs else "")
 
 
-class _ExportParser(argparse.ArgumentParser):
+class ExportParser(argparse.ArgumentParser):
     """The `export` subcommand's parser: a usage error is a bad argument, exit 3 as documented (argparse's own
     code, 2, means "refused" here), and unknown arguments are its usage errors too."""
 
@@ -524,7 +524,7 @@ def add_parser(sub: Any) -> Any:
         "docs/export.md). The run is chosen as every command chooses it; a folder holding several runs needs "
         "--run. The export is written beside --out and moved into place only when complete. " + exit_codes(),
     )
-    x.__class__ = _ExportParser  # the subparsers action makes a plain ArgumentParser
+    x.__class__ = ExportParser  # the subparsers action makes a plain ArgumentParser
     x.add_argument("run", metavar="RUN_DIR", help=_run_dir_help())
     x.add_argument("--format", required=True, choices=FORMATS)
     x.add_argument("--out", required=True, metavar="DIR", help="folder to write the export into (new or empty)")

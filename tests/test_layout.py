@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-GENERIC = ("report", "export", "agreement", "stage")
+GENERIC = ("report", "export", "agreement", "stage",
+           "site/__init__", "site/model", "site/media", "site/files", "site/command")  # fmt: skip
 NAMES = re.compile(r"mme|mvei|multiemo", re.IGNORECASE)
 
 

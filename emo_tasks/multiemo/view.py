@@ -19,6 +19,19 @@ from emo_tasks.datafiles import read_jsonl_rows, sample_log
 from .results import image_values, images_of
 from .scoring import EMOTIONS, dominant_set
 
+#: What each field of an image's view means (the viewer shows it beside the field).
+FIELD_DOCS = {
+    "media": "The image the model rated.",
+    "answers": "The model's 8 answers, one per emotion in this order: " + ", ".join(EMOTIONS) + ".",
+    "scores": "The model's score per emotion (0-100; none where its answer had no usable score).",
+    "votes": "How many of the annotators chose each emotion (out of n_annotators).",
+    "n_annotators": "How many people annotated the image.",
+    "original_label": "The image's label in the source dataset.",
+    "parse_status": "Per emotion, whether a score could be read from the answer.",
+    "dominant_predicted": "The emotion(s) with the model's highest score (ties kept); none if a score is missing.",
+    "dominant_votes": "The emotion(s) most annotators chose (ties kept); the precisions compare the two sets.",
+}
+
 
 def _dominant(values: Sequence[float], defined: bool) -> list[str] | None:
     """The dominant emotions (ties kept, `scoring.dominant_set`), None when not `defined`: predicted scores with a

@@ -16,6 +16,21 @@ from emo_tasks.datafiles import read_jsonl_rows, sample_log
 
 from .results import pair_lines, sample_values
 
+#: What each field of a pair's view means (the viewer shows it beside the field).
+FIELD_DOCS = {
+    "media": "The image the statement is about.",
+    "prompt": "The statement the model judged (Correct or Incorrect), as lmms-eval logged the prompt.",
+    "answers": "The model's three answers to the same prompt (sampled three times).",
+    "gold": "Whether the statement is correct or incorrect.",
+    "verdict": "Whether the majority of the three decisions matches the gold label.",
+    "dimension": "What the statement tests: sentiment polarity, emotion interpretation, scene context or "
+    "perception subjectivity.",
+    "decisions": "Each answer read by the authors' rule: correct, incorrect or give_up.",
+    "strict_decisions": "Each answer read by our stricter rule (negated or hedged answers are not Correct); reported "
+    "beside the authors' rule, never scored by default.",
+    "final": "The majority of the three decisions (the one that is scored).",
+}
+
 
 def view_samples(run_dir: Path, results_file: Path, task: str) -> list[SampleView]:
     """One view per pair of the task ([] without the run's sample log: the report notes it); a log that cannot be

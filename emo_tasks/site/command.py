@@ -1,0 +1,169 @@
+"""`emo-tasks view RUN [RUN ...] --out DIR [--run NAME_OR_PATH] [--force]`: write the results browser.
+
+The runs are picked by the project's one rule (`report.load_run`, as `report` and `export` pick them); the site is
+built by `build_site` (the modules of this package, in the order its docstring gives) and written into a hidden
+folder beside --out, then moved into place.  Exit codes: 0 written; 2 refused (a RUN holds no run, or several and
+none was picked with --run; --out not empty without --force, or holding files no site wrote); 3 error (a bad
+argument: a RUN that does not exist, an unusable --out; malformed input; a crash), always one line on stderr,
+never a traceback.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from emo_tasks.benchmarks import load_object
+from emo_tasks.export import ExportError, ExportParser, ExportRefused, check_out, read_run
+from emo_tasks.report import build_tables, label_runs, run_notes
+
+from . import media, model
+from .files import MARKER, Redactor, check_target, staged, write_marker, write_script
+
+EXIT_OK, EXIT_REFUSED, EXIT_ERROR = 0, 2, 3
+ASSETS = Path(__file__).with_name("assets")
+PAGE_FILES = ("index.html", "app.js", "style.css")
+
+
+HELP = "write a static results browser (overview, per-task and per-sample pages) over one or more runs"
+DESCRIPTION = (
+    "Write a static site over one or more lmms-eval output folders: the report's tables with their 95 % CIs (one "
+    "row per run, each number linking to its samples), a page per task (filters, scores by category) and a page "
+    "per sample (#<task>/<doc id>: media, prompt, answers, the judge's evidence). It opens from disk "
+    "(DIR/index.html), offline. The runs are chosen as every command chooses them; a folder holding several runs "
+    "needs --run. Exit codes: 0 written; 2 refused (no run in a RUN, or several and none picked; --out not empty "
+    "without --force, or holding files no site wrote); 3 error (a RUN that does not exist, an unusable --out, "
+    "malformed input, a crash), one line on stderr (see docs/view.md)."
+)
+
+
+def add_parser(sub: Any) -> Any:
+    """The `view` subcommand's arguments (a usage error exits 3, as export's)."""
+    v = sub.add_parser("view", help=HELP, description=DESCRIPTION)
+    v.__class__ = ExportParser  # usage errors exit 3 (argparse's own 2 means "refused" here)
+    v.add_argument("runs", nargs="+", metavar="RUN", help="lmms-eval --output_path folders (or results files)")
+    v.add_argument("--out", required=True, metavar="DIR", help="folder to write the site into (new or empty)")
+    v.add_argument("--run", dest="pick", metavar="NAME_OR_PATH", default=None,
+                   help="the results file to use in each RUN that holds several (a part of its path below RUN: "
+                   "a date stamp or judged/<judge>)")  # fmt: skip
+    v.add_argument("--force", action="store_true",
+                   help=f"replace the earlier site in --out: removes only the files its {MARKER} lists, and "
+                   "refuses when --out holds any other file")  # fmt: skip
+    return v
+
+
+def main_view(args: Any) -> int:
+    """The exit code (module docstring); a one-line summary on stdout when written, one line on stderr if not."""
+    try:
+        summary = build_site(args.runs, args.out, pick=args.pick, force=bool(args.force))
+    except Exception as exc:  # noqa: BLE001 - malformed input or a crash too: one line, never a traceback
+        refused = isinstance(exc, ExportRefused)
+        known = isinstance(exc, ExportError)
+        text = " ".join(str(exc).split()) if known else f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+        print(f"emo-tasks view: {'refused' if refused else 'error'}: {text}", file=sys.stderr)
+        return EXIT_REFUSED if refused else EXIT_ERROR
+    print(summary["line"])
+    return EXIT_OK
+
+
+def build_site(
+    run_paths: Sequence[str | Path],
+    out: str | Path,
+    pick: str | None = None,
+    force: bool = False,
+    resamples: int = 1000,
+    seed: int = 0,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Write the site of `run_paths` into `out`; returns the counts and the summary line.  Raises ExportRefused
+    (exit 2: no run in a folder or several, --out taken) or ExportError (exit 3: a bad argument, malformed input)."""
+    from emo_tasks import __version__
+    from emo_tasks.settings import cache_dir
+
+    start = time.monotonic()
+    out = Path(out)
+    check_out(out)  # the cheap refusals first: before any run is read
+    check_target(out, force)
+    runs = [read_run(p, pick) for p in run_paths]  # no such folder: ExportError; none or several: ExportRefused
+    label_runs(runs)
+    redact = Redactor(env)
+    for run in runs:  # labels carry model_args: the tables, the chart and every page show them
+        run.label = redact(run.label)
+    tables = build_tables(runs, resamples, seed)
+    tasks = model.site_tasks(runs)
+    by_run = {model.run_id(i): run for i, run in enumerate(runs)}
+    views = {ts.id: _views(by_run[ts.run], ts) for ts in tasks if not ts.group}
+    images = [
+        f
+        for ts in tasks
+        for v in views.get(ts.id, ())
+        for e in v.media
+        if (f := media.image_file(e, by_run[ts.run].path)) is not None
+    ]
+    with staged(out, force) as stage:
+        thumbs = media.thumbnails(images, stage / "media", cache_dir(env) / media.THUMB_CACHE)
+        size = _write_tasks(stage, tasks, views, by_run, thumbs, redact)
+        overview = {
+            "generated_by": f"emo-tasks {__version__}",
+            "generated_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "runs": [model.run_data(i, run) for i, run in enumerate(runs)],
+            "benchmarks": [
+                model.benchmark_data(b, tables, runs, [ts.id for ts in tasks if ts.bench.key == b.key])
+                for b in {ts.bench.key: ts.bench for ts in tasks}.values()
+            ],
+            "tasks": {ts.id: ts.meta for ts in tasks},
+        }
+        size += write_script(stage / "data" / "site.js", "site", overview, redact)
+        for name in PAGE_FILES:
+            shutil.copyfile(ASSETS / name, stage / name)
+            size += (stage / name).stat().st_size
+        size += sum((stage / "media" / n).stat().st_size for n in {n for n in thumbs.values() if n})
+        files = write_marker(stage, f"emo-tasks {__version__}", [str(r.results_file) for r in runs])
+    n_samples = sum(len(ts.records) for ts in tasks)
+    n_thumbs = len({n for n in thumbs.values() if n})
+    line = (
+        f"emo-tasks view: wrote {out / 'index.html'}: {len(runs)} run(s), {len(tasks)} task page(s), "
+        f"{n_samples} samples, {n_thumbs} thumbnails; {len(files)} files, {size / 1e6:.1f} MB in "
+        f"{time.monotonic() - start:.1f} s"
+    )
+    return {"runs": len(runs), "tasks": len(tasks), "samples": n_samples, "thumbnails": n_thumbs,
+            "files": len(files), "bytes": size, "line": line}  # fmt: skip
+
+
+def _views(run: Any, ts: model.TaskSamples) -> list[Any]:
+    """The benchmark's views of one leaf task; a failure names the task and the file."""
+    if not ts.bench.view_samples:
+        return []
+    try:
+        return list(load_object(ts.bench.view_samples)(run.path, run.results_file, ts.task))
+    except Exception as exc:
+        raise ExportError(
+            f"{run.results_file}: the samples of {ts.task} could not be read ({type(exc).__name__}: {exc})"
+        ) from exc
+
+
+def _write_tasks(
+    stage: Path, tasks: list[model.TaskSamples], views: dict, by_run: dict, thumbs: dict, redact: Redactor
+) -> int:
+    """Each leaf task's records in chunk files and every task's meta (a group's from its leaves' records)."""
+    size = 0
+    by_id = {ts.id: ts for ts in tasks}
+    notes = {rid: run_notes(run) for rid, run in by_run.items()}
+    for ts in tasks:
+        if ts.group:
+            continue
+        run = by_run[ts.run]
+        task_views = views[ts.id]
+        entries = [model.media_entries(v, run.path, thumbs, media.image_file) for v in task_views]
+        ts.records = model.records(task_views, entries)
+        for n, chunk in enumerate(ts.chunks()):
+            size += write_script(stage / ts.folder / f"{n}.js", f"{ts.id}#{n}", chunk, redact)
+    for ts in tasks:
+        recs = [r for leaf in ts.leaves if leaf in by_id for r in by_id[leaf].records] if ts.group else ts.records
+        ts.meta = model.task_meta(ts, recs, notes[ts.run])
+    return size
