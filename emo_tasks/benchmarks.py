@@ -46,6 +46,8 @@ class SampleView:
     values in `SampleValues.values` (a MultiEmo image, an MME (task, row), an MVEI pair id); `media`: image or
     video paths as the data names them; `answers`: the model's answer(s), model output shown as text, never HTML;
     `verdict`: "correct" / "incorrect" / "judge_failed" / ... (None when the benchmark has no such notion);
+    `predicted`: the label the answer names, on the same scale as `gold` (a task's confusion matrix is gold vs
+    predicted; None when the benchmark has no single predicted label or the answer names none);
     `values`: the sample's value per metric (the metric table's per-sample functions); `details`: the rest of the
     evidence, benchmark-specific and JSON-ready (steps and ratings and judge text, votes, ...)."""
 
@@ -57,6 +59,7 @@ class SampleView:
     answers: tuple[str, ...] = ()
     gold: str | None = None
     verdict: str | None = None
+    predicted: str | None = None
     values: dict[str, float] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
 

@@ -67,6 +67,7 @@ def test_mme_one_view_per_row_with_the_judges_evidence(mme_run: Path) -> None:
         assert v.task == ER_LAB and v.doc_id == 10 + r["row"] and v.prompt == f"prompt {r['row']}"
         assert v.media == (r["video_id"],) and v.answers == (r["answer"],) and v.gold == r["label"]
         assert v.verdict == r["status"]
+        assert v.predicted == (",".join(r["predicted_labels"]) or None)  # a confusion matrix's column
         assert {k: v.details[k] for k in ("judge_text", "step_text", "audio_clue")} == {
             k: r[k] for k in ("judge_text", "step_text", "audio_clue")
         }
@@ -136,6 +137,7 @@ def test_mvei_one_view_per_pair(tmp_path: Path) -> None:
         rec = lines[i]["acc_total"]
         assert v.doc_id == i and v.answers == tuple(answers) and v.gold == label
         assert v.verdict == ("correct" if rec["right"] else "incorrect")
+        assert v.predicted == rec["final"] and v.predicted in ("correct", "incorrect", "give_up")
         assert v.details == {"dimension": dim, "decisions": rec["decisions"],
                              "strict_decisions": rec["strict_decisions"], "final": rec["final"]}  # fmt: skip
     assert [v.verdict for v in views] == ["correct", "correct", "correct", "incorrect"]
@@ -202,3 +204,20 @@ def test_multiemo_doc_in_the_log_and_missing_log(tmp_path: Path) -> None:
     assert views[0].details["dominant_predicted"] == views[0].details["dominant_votes"] == ["amusement", "awe"]
     (run / f"{DATE}_samples_multiemo_sample.jsonl").unlink()
     assert _views("multiemo", run, "multiemo_sample") == ([], {})
+
+
+def test_mme_predicted_is_the_labels_the_answer_names(mme_run: Path) -> None:
+    """`predicted` (a confusion matrix's column) joins the predicted labels as the gold label writes several."""
+    import json
+
+    (log,) = (mme_run / "emo_tasks_judge").glob("*_judge.jsonl")
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    named = {r["row"]: ["Anger", "Sadness"][: 1 + r["row"] % 2] for r in rows if r["row"] % 3}
+    for r in rows:
+        r["predicted_labels"] = named.get(r["row"], [])
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    views, _ = _views("mme", mme_run, ER_LAB)
+    assert views and {v.unit[1]: v.predicted for v in views} == {
+        r["row"]: ",".join(named[r["row"]]) if r["row"] in named else None for r in rows if r["task"] == "ER-Lab"
+    }
+    assert {"Anger", "Anger,Sadness"} <= {v.predicted for v in views}

@@ -105,6 +105,7 @@ def view_samples(
                 answers=(r.get("answer") or "",),
                 gold=r.get("label"),
                 verdict=r.get("status"),
+                predicted=",".join(r.get("predicted_labels") or []) or None,  # as the gold label writes several
                 values={m: v[unit] for m, v in values.items() if unit in v},
                 details=details,
             )

@@ -54,6 +54,7 @@ def view_samples(run_dir: Path, results_file: Path, task: str) -> list[SampleVie
                 answers=tuple(rec["answers"]),
                 gold=rec["label"],
                 verdict="correct" if rec["right"] else "incorrect",
+                predicted=rec["final"],
                 values={m: v[pair_id] for m, v in values.items() if pair_id in v},
                 details={k: rec[k] for k in ("dimension", "decisions", "strict_decisions", "final")},
             )
