@@ -145,3 +145,19 @@ def test_a_missing_video_shows_its_id_and_says_why(judged: SimpleNamespace, tmp_
     assert views[1].media == (judged.docs[1]["video_id"],)
     assert views[1].details["frames"] == f"video not found: {gone}"
     assert views[1].details["label_set"] == judged.docs[1]["label_set"]  # the data row is still there
+
+
+def test_a_video_changed_since_it_was_judged_shows_no_frames(judged: SimpleNamespace, tmp_path: Path) -> None:
+    """The judge log records the identity (whole-file hash) of the video the judge saw; a file at that path with
+    other content now gets no frames, only the reason: never another file's frames beside this judgement."""
+    import json
+
+    logs = sorted((judged.run / "emo_tasks_judge").glob("*_judge.jsonl"))
+    rows = [json.loads(line) for log in logs for line in log.read_text().splitlines()]
+    assert all(r["video_identity"] and r["video_identity"].startswith(r["video_id"] + ":") for r in rows)
+    changed = Path(judged.docs[0]["video_path"])
+    write_clip(changed, seconds=12, fps=4, seed=7)  # same name, same length, other pixels
+    views = _view(judged, tmp_path / "shown")
+    assert views[0].media == (judged.docs[0]["video_id"],)
+    assert "changed since it was judged" in views[0].details["frames"]
+    assert _shown(views[1]) == judged.sent[judged.docs[1]["row"]]  # the unchanged one still shows the judge's frames

@@ -35,7 +35,7 @@ from judges.atomic import atomic_write_text
 
 from . import scoring
 from .data import DataError, benchmark_root, check_videos_exist, load_task_docs, probe_video
-from .judge import Judgement, judge_groups, judge_samples
+from .judge import Judgement, judge_groups, judge_samples, judged_identity
 from .parsers import per_task_rule_differs
 from .protocol import model_prompt, prompt_hashes, spec_for
 from .remux import model_ready_path
@@ -460,6 +460,9 @@ def log_row(item: Mapping[str, Any], judgement: Judgement | None, result: Sample
         "strict_recognition": result.strict_recognition,
         "predicted_labels": list(result.predicted_labels),
         "cached": dict(j.cached) if j else {},
+        # the content identity of the video the judge saw (whole-file hash, memoised: hashed when judged), so a
+        # reader can tell the file now at that path from the one judged (`view.judge_frames`); None unjudged
+        "video_identity": judged_identity(item) if j else None,
     }
 
 

@@ -9,7 +9,7 @@ environment.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -292,6 +292,12 @@ def _identity(path: str, video_id: str) -> str:
         return video_identity(path, video_id)
     except OSError:  # the request will fail with the file's name when its frames are rendered
         return f"{video_id}:missing"
+
+
+def judged_identity(record: Mapping[str, Any]) -> str | None:
+    """The content identity the judge named a record's video by (`_identity`), None without a video path."""
+    path = record.get("video_path")
+    return _identity(path, record["video_id"]) if path else None
 
 
 def _wav(path: str) -> bytes:

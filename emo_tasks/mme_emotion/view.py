@@ -85,7 +85,8 @@ def view_samples(
         if rec is not None:
             lines[int(rec["row"])] = line
     docs, settings, why = task_data(task)
-    frames = judge_frames([docs.get(r.get("video_id")) for r in rows], settings, frames_dir, why)
+    judged = [r.get("video_identity") for r in rows]
+    frames = judge_frames([docs.get(r.get("video_id")) for r in rows], settings, frames_dir, why, judged)
     views = []
     for r, (media, frames_note) in zip(rows, frames, strict=True):
         unit, line = (task, int(r["row"])), lines.get(int(r["row"])) or {}
@@ -171,10 +172,18 @@ def _local_hub_root(hub_id: str) -> Path:
 
 # --------------------------------------------------------------------------------------------------- the frames
 def judge_frames(
-    docs: Sequence[dict[str, Any] | None], settings: Any, frames_dir: str | Path | None, why: str | None = None
+    docs: Sequence[dict[str, Any] | None],
+    settings: Any,
+    frames_dir: str | Path | None,
+    why: str | None = None,
+    judged: Sequence[str | None] | None = None,
 ) -> list[tuple[tuple[str, ...], str]]:
     """Per data row (None: not in the data): (the JPEG files of the frames the judge is sent, in order; a note
-    saying where they came from), or ((), why not).  See the module's docstring for how they are found."""
+    saying where they came from), or ((), why not).  See the module's docstring for how they are found.
+
+    `judged`: per row, the content identity of the video the judge saw, as its judge log records it (None: not
+    recorded, logs written before it was); a video whose file changed since is shown without frames, never with
+    another file's."""
     if settings is None or why is not None:
         return [((), why or "no MME-Emotion settings")] * len(docs)
     folder = Path(frames_dir) if frames_dir is not None else settings.common.cache_dir / VIEW_FRAMES
@@ -182,11 +191,14 @@ def judge_frames(
     hash_files(d["video_path"] for d in present)  # every video's identity once, a few at a time
     out: list[tuple[tuple[str, ...], str]] = []
     with _judge_frame_cache(settings):
-        for doc in docs:
+        for doc, seen in zip(docs, judged or [None] * len(docs), strict=True):
             if doc is None:
                 out.append(((), "this video is not in the task's data now"))
             elif not os.path.isfile(doc["video_path"]):
                 out.append(((), f"video not found: {doc['video_path']}"))
+            elif seen is not None and (part := frames_part(doc)).identity != seen:
+                out.append(((), f"the video changed since it was judged ({doc['video_path']}: judged {seen}, now "
+                            f"{part.identity}): its frames now are not the ones the judge saw"))  # fmt: skip
             else:
                 part = frames_part(doc)
                 key = _key(part)
