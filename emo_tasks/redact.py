@@ -34,10 +34,19 @@ class Redactor:
             if value in text:
                 text = text.replace(value, MASK)
         if "=" in text:
-            text = _SECRET_ARG.sub(lambda m: m.group(1) + MASK, text)
+            text = _SECRET_ARG.sub(_mask_value, text)
         if "@" in text:
             text = _URL_USER.sub(lambda m: m.group(1) + MASK + "@", text)
         return text
+
+
+#: Values that are already masks (lmms-eval writes `api_key=[REDACTED]`): left as they are, so text that holds no
+#: secret reads the same before and after (an export's provenance stays byte for byte what it was).
+_ALREADY_MASKED = frozenset({MASK, "[REDACTED]", "<REDACTED>"})
+
+
+def _mask_value(m: re.Match[str]) -> str:
+    return m.group(0) if m.group(2).strip("\"'") in _ALREADY_MASKED else m.group(1) + MASK
 
 
 def mask_secrets(text: str | None, env: Mapping[str, str] | None = None) -> str | None:

@@ -111,3 +111,13 @@ def test_report_masks_secrets_in_model_args(tmp_path) -> None:
         assert "tok-0000000000long" not in report.load_run(run).model_args
     finally:
         del os.environ["EMO_TEST_SECRET_TOKEN"]
+
+
+def test_masking_leaves_a_value_lmms_eval_already_masked_as_it_is() -> None:
+    """lmms-eval writes `api_key=[REDACTED]`: text without a secret reads the same after masking (an export's
+    provenance stays byte for byte what it was before the report masked model_args)."""
+    from emo_tasks.redact import mask_secrets
+
+    text = "model_version=m,base_url=http://127.0.0.1:9/v1,api_key=[REDACTED],max_frames_num=4"
+    assert mask_secrets(text, env={}) == text
+    assert mask_secrets("api_key='***',token=abcdef", env={}) == "api_key='***',token=***"
