@@ -10,7 +10,7 @@
                      [--resamples N] [--seed S]
     emo-tasks compare BASE_RUN NEW_RUN [--metric M ...] [--max-drop X] [--alpha 0.05] [--force]
                       [--base-run NAME_OR_PATH] [--new-run NAME_OR_PATH]
-                      [--max-failure-share 0.1] [--min-coverage 0.9]
+                      [--max-failure-share 0.1] [--min-coverage 0.9] [--view DIR]
     emo-tasks agreement JUDGE_FILE HUMAN_FILE [--icc-form ICC(2,1)] [--format text|json]
     emo-tasks agreement RUN_A RUN_B [--icc-form ICC(2,1)] [--format text|json] [--resamples N] [--seed S]
 
@@ -128,6 +128,9 @@ def _parser() -> argparse.ArgumentParser:
                    "run's samples of the task (default 0.9)")  # fmt: skip
     c.add_argument("--resamples", type=int, default=1000)
     c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--view", metavar="DIR",
+                   help="also write `emo-tasks view`'s site over the two runs into DIR (new or empty), with the page "
+                   "of the samples that flipped (#compare/r1/r2)")  # fmt: skip
 
     a = sub.add_parser(
         "agreement",
@@ -337,10 +340,51 @@ def cmd_compare(args: argparse.Namespace) -> int:
     )
     _print_failures(failures, out=sys.stdout)
     if failed:
+        _print_flips(base, new, sorted({t for r in failed for t in report.leaves(base, r.task)}))
+    viewed = _write_view(args) if args.view else EXIT_PASS
+    if failed:
         names = ", ".join(f"{r.task}:{r.metric}" for r in failed)
         print(f"emo-tasks compare: significant drop in {names}", file=sys.stderr)
         return EXIT_REGRESSION
-    return EXIT_PASS
+    return viewed
+
+
+#: How many flipped samples `compare` names when it exits 1.
+N_FLIPS = 10
+
+
+def _print_flips(base: report.Run, new: report.Run, tasks: Sequence[str]) -> None:
+    """The largest flips of the regressed tasks (`emo_tasks.flips`, as the view's comparison page lists them)."""
+    from .flips import run_flips
+
+    try:
+        flips = run_flips(base, new, tasks)
+    except Exception as exc:  # noqa: BLE001 - the gate's verdict stands without its examples
+        print(f"note: the flipped samples could not be listed ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return
+    if not flips:
+        print("\nno sample flipped (the drop is spread over many samples: see --view)")
+        return
+    print(f"\n{min(N_FLIPS, len(flips))} largest flips of {len(flips)} (correct -> not correct, or a headline "
+          "per-sample value to 0):")  # fmt: skip
+    for f in flips[:N_FLIPS]:
+        doc = f"doc {f['doc_id']}" if f["doc_id"] is not None else "unit"
+        print(f"  {f['task']}  {doc}: {f['what']}")
+
+
+def _write_view(args: argparse.Namespace) -> int:
+    """`--view DIR`: the site over BASE and NEW (`emo-tasks view`); 0 written, else view's own exit code."""
+    from .export import ExportError, ExportRefused
+    from .site.command import EXIT_OK, build_site
+
+    try:
+        summary = build_site([args.base, args.new], args.view, picks=[args.base_run, args.new_run],
+                             resamples=args.resamples, seed=args.seed)  # fmt: skip
+    except (ExportError, ExportRefused) as exc:
+        print(f"emo-tasks compare: --view: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_NOT_COMPARABLE if isinstance(exc, ExportRefused) else EXIT_ERROR
+    print(summary["line"].replace("index.html", "index.html#compare/r1/r2"), file=sys.stderr)
+    return EXIT_OK
 
 
 def _print_failures(failures: dict[str, tuple[int, int] | None], out: Any = None) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 GENERIC = ("report", "export", "agreement", "stage",
-           "site/__init__", "site/model", "site/media", "site/files", "site/command")  # fmt: skip
+           "site/__init__", "site/model", "site/media", "site/files", "site/command", "flips")  # fmt: skip
 NAMES = re.compile(r"mme|mvei|multiemo", re.IGNORECASE)
 
 

@@ -19,15 +19,16 @@ import os
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import API_KEY, cli_env, run_emo
-from fakes import Judge
+from fakes import Judge, Model
 from test_export import MME_ROWS, MVEI_PAIRS
-from test_view_site import HOSTILE, mvei_run, site_data, three_runs
+from test_view_site import FLIPPED, HOSTILE, mme_predicted, mvei_rescored, mvei_run, site_data, three_runs
 
 from judges.testing import LoopbackServer
 
@@ -281,3 +282,159 @@ def test_a_real_run_in_the_browser(real_site: tuple[Path, dict[str, Any]], tab: 
             assert "Rating" in details and "Step 1" in details and "Judge text" in details
         t.shot(f"{bench}_sample")
         t.check()
+
+
+# ------------------------------------------------------------------------------------------------ matrix, pairs
+@pytest.fixture(scope="module")
+def pair_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """MME-Emotion with predicted labels (r1), MVEI (r2) and the same MVEI with three pairs flipped (r3)."""
+    root = tmp_path_factory.mktemp("view_pairs")
+    runs = [mme_predicted(root / "mme", {0: ["happy"], 1: ["happy"]}), mvei_run(root / "a"),
+            mvei_rescored(root / "b", FLIPPED)]  # fmt: skip
+    proc = run_emo(cli_env(root / "cache"), "view", *map(str, runs), "--out", str(root / "site"))
+    assert proc.returncode == 0, proc.stderr
+    return root / "site"
+
+
+def matrix(page: Any) -> dict[tuple[str, str], int]:
+    """The confusion matrix as drawn: {(gold, predicted): count} of its non-empty cells."""
+    cells = page.eval_on_selector_all("#confusion td.heat", "cs => cs.map(c => [c.dataset.gold, c.dataset.pred, "
+                                      "Number(c.querySelector('.n').textContent)])")  # fmt: skip
+    return {(g, p): n for g, p, n in cells if n}
+
+
+def test_the_confusion_matrix_counts_the_samples_and_a_cell_filters_them(pair_site: Path, tab: Any) -> None:
+    _, samples = site_data(pair_site)
+    t = tab(pair_site)
+    for task, run in (("mme_emotion_sample_er_lab", "r1"), ("mvei_sample", "r3")):
+        page = t.open(f"#{task}?run={run}", "#confusion")
+        recs = samples[f"{run}/{task}"]
+        pairs = Counter((r["gold"], r["predicted"]) for r in recs if r["gold"] and r["predicted"])
+        assert matrix(page) == dict(pairs) and pairs, task
+        labels = page.eval_on_selector_all("#confusion tr:first-child th", "hs => hs.map(h => h.textContent)")
+        assert labels[1:-1] == sorted({x for pair in pairs for x in pair})  # every label a column, sorted
+        gold, pred = next(iter(pairs))
+        page.click(f"#confusion td[data-gold='{gold}'][data-pred='{pred}']")
+        expected = [r["key"] for r in recs if (r["gold"], r["predicted"]) == (gold, pred)]
+        assert t.rows() == expected and f"Showing {len(expected)} of {len(recs)}" in page.inner_text("#count")
+        assert matrix(page) == {(gold, pred): len(expected)}  # the matrix follows the filters
+        if task.startswith("mme"):
+            spread = page.inner_text(".distribution[data-field='details.steps.value']")
+            assert "rated values" in spread
+            t.shot("confusion_filtered")
+        page.click("#conf-clear")
+        assert len(t.rows()) == len(recs)
+    page = t.open("#mme_emotion_sample_er_lab?run=r1", "#confusion")
+    steps = [x["value"] for r in samples["r1/mme_emotion_sample_er_lab"] for x in r["details"].get("steps") or []
+             if x["value"] is not None]  # a step without a rating has no value  # fmt: skip
+    spread = page.inner_text(".distribution[data-field='details.steps.value']")
+    for value, n in Counter(steps).items():
+        assert f"{value:.2f}\n{n} rating" in spread, spread
+    t.shot("task_confusion")
+    t.check()
+
+
+def test_the_comparison_page_lists_the_flipped_samples_first(pair_site: Path, tab: Any) -> None:
+    overview, _ = site_data(pair_site)
+    assert [(c["a"], c["b"]) for c in overview["comparisons"]] == [("r2", "r3")]
+    t = tab(pair_site)
+    page = t.open("", "#comparisons")
+    page.click("#comparisons a.compare-link")
+    page.wait_for_selector(".change")
+    keys = page.eval_on_selector_all(".change", "cs => cs.map(c => [c.dataset.key, c.dataset.flip])")
+    assert keys == [["0", "1"], ["1", "1"], ["2", "1"]]  # exactly the three flipped pairs; p3 improved
+    first = page.inner_text(".change >> nth=0")
+    assert "verdict correct → incorrect" in first and "Base (A)" in first and "New (B)" in first
+    assert "Correct" in first and "Incorrect" in first  # both runs' answers
+    t.shot("compare_runs")
+    page.click(".change >> nth=0 >> .pair > div >> nth=1 >> a")
+    page.wait_for_selector("#s-facts")
+    assert "R3" in page.inner_text("#s-facts") and "incorrect" in page.inner_text("#s-facts")
+    t.check()
+
+
+def test_two_judges_page_shows_both_texts_and_the_agreement(tmp_path: Path, tab: Any) -> None:
+    import json as _json
+
+    judged = []
+    for name, extra, ratings in (("judge-a", "", None), ("judge-b", " (second judge)", {0: [[0, 1], [0, 1], [0, 1]]})):
+        run = mme_predicted(tmp_path / name, {0: ["happy"]}, judge_text=extra, ratings=ratings)
+        results = next(run.glob("*results*.json"))
+        data = _json.loads(results.read_text())
+        data["emo_tasks_judge"] = {"source_results": "/runs/x/results.json"}
+        results.write_text(_json.dumps(data))
+        judged.append(run)
+    proc = run_emo(cli_env(tmp_path / "cache"), "view", *map(str, judged), "--out", str(tmp_path / "site"))
+    assert proc.returncode == 0, proc.stderr
+    t = tab(tmp_path / "site")
+    page = t.open("#compare/r1/r2", "#agreement table")
+    assert page.locator("h1").inner_text() == "Two judges of the same answers"
+    texts = page.eval_on_selector_all(".change .side-text[data-field='judge_text']", "ds => ds.map(d => d.innerText)")
+    assert len(texts) == 2 and not texts[0].endswith("(second judge)") and texts[1].endswith("(second judge)")
+    figures = page.inner_text("#agreement")
+    assert "Cohen's κ" in figures and "ICC" in figures and "Overall: every step" in figures
+    t.shot("compare_judges")
+    t.check()
+
+
+# ------------------------------------------------------------------------------------------------ real, judged later
+@pytest.fixture(scope="module")
+def judged_later(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A real `--predict_only` run of the three sample tasks (`--model openai` answering from the loopback server),
+    judged afterwards by `emo-tasks judge` (the default judge), and its MME-Emotion answers by two more judges."""
+    root = tmp_path_factory.mktemp("view_judged")
+    out = root / "run"
+    with LoopbackServer(responder=Model(per_model=True), expected_api_key=API_KEY) as srv:
+        env = cli_env(root / "cache", srv)
+        args = f"model_version=eval-model,base_url={srv.base_url},api_key={API_KEY},max_frames_num=4"
+        cmd = [sys.executable, "-m", "lmms_eval", "--model", "openai", "--model_args", args, "--tasks",
+               "mme_emotion_sample,mvei_sample,multiemo_sample", "--batch_size", "1", "--output_path", str(out),
+               "--predict_only"]  # fmt: skip
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=root)
+        assert sorted(out.rglob("*_results.json")), proc.stdout[-2000:] + proc.stderr[-4000:]
+        judge = run_emo(env, "judge", str(out))
+        assert judge.returncode == 0, judge.stderr[-4000:]
+        for model in ("judge-a", "judge-b"):
+            two = run_emo(env, "judge", str(out), "--tasks", "mme_emotion_sample", "--judge-model", model)
+            assert two.returncode == 0, two.stderr[-4000:]
+    folders = {p.name.split(",")[0]: p for p in (out / "judged").iterdir()}
+    return {"root": root, "run": out, **folders}
+
+
+def test_a_predict_only_run_judged_by_the_stage_in_the_browser(judged_later: dict[str, Path], tab: Any) -> None:
+    root = judged_later["root"]
+    default = next(p for name, p in judged_later.items() if name.startswith("judge=gpt"))
+    site = root / "site_default"
+    proc = run_emo(cli_env(root / "cache"), "view", str(default), "--out", str(site))
+    assert proc.returncode == 0, proc.stderr
+    overview, samples = site_data(site)
+    t = tab(site)
+    t.open("", "#bench-mvei")
+    mvei = samples["r1/mvei_sample"]
+    page = t.open("#mvei_sample", "#confusion")
+    assert matrix(page) == dict(Counter((r["gold"], r["predicted"]) for r in mvei if r["predicted"]))
+    t.shot("real_judged_mvei_task")
+    page = t.open("#mme_emotion_sample_er_lab", "#count")
+    recs = samples["r1/mme_emotion_sample_er_lab"]
+    assert len(t.rows()) == len(recs) > 0 and any(r["details"].get("steps") for r in recs)
+    assert page.locator(".distribution[data-field='details.steps.value']").count() == 1
+    t.shot("real_judged_mme_task")
+    t.check()
+
+
+def test_two_judges_of_a_real_run_in_the_browser(judged_later: dict[str, Path], tab: Any) -> None:
+    root = judged_later["root"]
+    a, b = judged_later["judge=judge-a"], judged_later["judge=judge-b"]
+    site = root / "site_judges"
+    proc = run_emo(cli_env(root / "cache"), "view", str(a), str(b), "--out", str(site))
+    assert proc.returncode == 0, proc.stderr
+    overview, _ = site_data(site)
+    (pair,) = overview["comparisons"]
+    assert pair["judges"] and pair["n_changed"] > 0
+    t = tab(site)
+    page = t.open("#compare/r1/r2", "#agreement table")
+    assert page.locator(".change").count() >= 1
+    assert page.locator(".change >> nth=0 >> .side-text[data-field='judge_text']").count() == 2
+    assert "Overall: every step" in page.inner_text("#agreement")
+    t.shot("real_two_judges")
+    t.check()

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from test_export import DATE, MME_ROWS, MVEI_PAIRS, _jsonl, make_mme_run, make_multiemo_run, make_mvei_run
 
-from emo_tasks import cli, report
+from emo_tasks import cli, flips, report
 from emo_tasks.benchmarks import SampleView
 from emo_tasks.site import command, files, media, model
 
@@ -391,3 +391,126 @@ def test_the_wheel_carries_the_page_files() -> None:
     assert set(command.PAGE_FILES) <= set(assets)
     for name in assets:
         assert any(fnmatch.fnmatch(f"assets/{name}", pat) for pat in patterns), name
+
+
+# ------------------------------------------------------------------------------------------------ matrices, pairs
+def mme_predicted(run: Path, predicted: dict[int, list[str]], judge_text: str = "", ratings=None) -> Path:
+    """`mme_run` whose ER-Lab judge-log rows name `predicted` labels (row -> labels); `judge_text` is appended to
+    every judge text and `ratings` (row -> ratings) replace rows' ratings (and their values), as a second judge."""
+    mme_run(run)
+    log = next((run / "emo_tasks_judge").glob("*_judge.jsonl"))
+    rows = [json.loads(x) for x in log.read_text().splitlines()]
+    for r in rows:
+        if r["task"] == "ER-Lab" and r["row"] in predicted:
+            r["predicted_labels"] = predicted[r["row"]]
+        if r["judge_text"]:
+            r["judge_text"] += judge_text
+        if r["task"] == "ER-Lab" and ratings and r["row"] in ratings:
+            r["ratings"] = ratings[r["row"]]
+            steps = ", ".join(f"Step {i + 1}: {n}/{d}" for i, (n, d) in enumerate(r["ratings"]))
+            r["judge_text"] = f"Ratings:\n<score>{steps}</score>{judge_text}"
+            vals = [n / d for n, d in ratings[r["row"]]]
+            r["recognition"], r["strict_recognition"] = vals[-1], vals[-1]
+            r["reasoning"] = sum(vals[:-1]) / max(1, len(vals) - 1)
+    _jsonl(log, rows)
+    return run
+
+
+def test_confusion_matrix_and_rating_fields_come_from_the_samples(tmp_path: Path, capsys) -> None:
+    run = mme_predicted(tmp_path / "mme", {0: ["happy"], 1: ["happy"]})
+    code, _, err = view(capsys, run, "--out", tmp_path / "site")
+    assert code == 0, err
+    overview, samples = site_data(tmp_path / "site")
+    recs = samples[f"r1/{ER_LAB}"]
+    assert [(r["gold"], r["predicted"]) for r in recs] == [("happy", "happy"), ("sad", "happy"), ("happy", None)]
+    meta = overview["tasks"][f"r1/{ER_LAB}"]
+    assert meta["confusion_labels"] == ["happy", "sad"] and meta["ratings"] == ["details.steps"]
+    assert model.confusion(recs) == {("happy", "happy"): 1, ("sad", "happy"): 1}
+    assert overview["tasks"]["r1/mme_emotion_sample_fg_er"]["confusion_labels"] == []  # no predicted label
+    # any list of dicts with a numeric "value" is a rating field; other details are not
+    generic = [{"gold": None, "details": {"items": [{"value": 1}, {"value": 0.5}], "notes": [{"text": "x"}]}}]
+    assert model.rating_fields(generic) == ["details.items"]
+
+
+def mvei_rescored(run: Path, answers: dict[int, list[str]]) -> Path:
+    """`make_mvei_run` with pair i's three answers replaced and the pair scored again (its verdict follows)."""
+    from emo_tasks.mvei import scoring as mvei_scoring
+
+    make_mvei_run(run)
+    log = run / f"{DATE}_samples_mvei_sample.jsonl"
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    for i, new in answers.items():
+        rec = lines[i]["acc_total"]
+        pair = mvei_scoring.score_sample(new, rec["dimension"], rec["label"])
+        rec.update(answers=new, decisions=list(pair.decisions), strict_decisions=list(pair.strict_decisions),
+                   final=pair.final, right=pair.right)  # fmt: skip
+        lines[i]["filtered_resps"] = new
+    _jsonl(log, lines)
+    return run
+
+
+#: The new run: p0, p1 and p2 flip from correct to incorrect, p3 from incorrect to correct (not listed).
+FLIPPED = {0: ["Incorrect"] * 3, 1: ["Correct"] * 3, 2: ["Incorrect"] * 3, 3: ["Incorrect"] * 3}
+
+
+def test_the_comparison_page_lists_exactly_the_flipped_samples_first(tmp_path: Path, capsys) -> None:
+    a, b = mvei_run(tmp_path / "a"), mvei_rescored(tmp_path / "b", FLIPPED)
+    code, _, err = view(capsys, a, b, "--out", tmp_path / "site")
+    assert code == 0, err
+    overview, _ = site_data(tmp_path / "site")
+    assert overview["comparisons"] == [{"a": "r1", "b": "r2", "judges": False, "file": "data/compare/r1-r2.js",
+                                        "n_flips": 3, "n_changed": 3}]  # fmt: skip
+    name, pair = read_script(tmp_path / "site" / "data" / "compare" / "r1-r2.js")
+    assert name == "compare/r1-r2"
+    (task,) = pair["tasks"]
+    assert task["n_paired"] == 4 and [(c["doc_id"], c["flip"]) for c in task["rows"]] == [(0, 1), (1, 1), (2, 1)]
+    first = task["rows"][0]
+    assert first["sa"]["verdict"] == "correct" and first["sb"]["verdict"] == "incorrect"
+    assert first["sb"]["answers"] == ["Incorrect"] * 3 and "verdict correct → incorrect" in first["what"]
+    # the order: flips first, then drops; a judges' pair: the largest difference first
+    one = {"task": "t", "doc_id": 0, "verdict": "correct", "values": {"m": 1.0}}
+    rows = [one, one | {"doc_id": 1, "values": {"m": 0.9}}, one | {"doc_id": 2, "values": {"m": 0.5}}]
+    new = [one | {"values": {"m": 0.8}}, one | {"doc_id": 1, "verdict": "incorrect", "values": {"m": 0.8}},
+           one | {"doc_id": 2, "values": {"m": 0.0}}]  # fmt: skip
+    assert [c["doc_id"] for c in flips.changes(rows, new, ["m"])] == [2, 1, 0]
+    assert [c["doc_id"] for c in flips.changes(rows, new, ["m"], judges=True)] == [2, 0, 1]
+
+
+def test_compare_exit_1_names_the_flips_and_writes_the_view(tmp_path: Path, capsys) -> None:
+    """Three of four pairs flip and none improves: McNemar's exact p is 0.25 with 4 pairs, hence --alpha 0.3."""
+    a, b = mvei_run(tmp_path / "a"), mvei_rescored(tmp_path / "b", {i: FLIPPED[i] for i in range(3)})
+    code = cli.main(["compare", str(a), str(b), "--alpha", "0.3", "--view", str(tmp_path / "site")])
+    out, err = capsys.readouterr()
+    assert code == 1, out + err
+    listed = out.split("largest flips", 1)[1].splitlines()[1:]
+    assert [line.split(":")[0].split() for line in listed] == [["mvei_sample", "doc", str(i)] for i in range(3)]
+    assert "significant drop in mvei_sample:acc_total" in err and "index.html#compare/r1/r2" in err
+    overview, _ = site_data(tmp_path / "site")
+    assert overview["comparisons"][0]["n_flips"] == 3 and (tmp_path / "site" / "data/compare/r1-r2.js").exists()
+    assert cli.main(["compare", str(a), str(a)]) == 0 and "largest flips" not in capsys.readouterr().out
+
+
+def test_two_judges_of_one_run_get_their_page_and_the_agreement_figures(tmp_path: Path, capsys) -> None:
+    judged = []
+    for name, extra, ratings in (("judge-a", "", None), ("judge-b", " (second judge)", {0: [[0, 1], [0, 1], [0, 1]]})):
+        run = mme_predicted(tmp_path / name, {}, judge_text=extra, ratings=ratings)
+        results = next(run.glob("*results*.json"))
+        data = json.loads(results.read_text())
+        data["emo_tasks_judge"] = {"source_results": "/runs/x/20260101_000000_results.json"}
+        results.write_text(json.dumps(data))
+        judged.append(run)
+    code, _, err = view(capsys, *judged, "--out", tmp_path / "site")
+    assert code == 0, err
+    overview, _ = site_data(tmp_path / "site")
+    (entry,) = overview["comparisons"]
+    assert entry["judges"] and entry["n_changed"] == 1
+    _, pair = read_script(tmp_path / "site" / entry["file"])
+    rows = [row for t in pair["tasks"] for row in t["rows"]]
+    assert [(r["task"], r["doc_id"]) for r in rows] == [(ER_LAB, 10)]
+    assert rows[0]["sb"]["texts"]["judge_text"].endswith("(second judge)")
+    assert not rows[0]["sa"]["texts"]["judge_text"].endswith("(second judge)")
+    from emo_tasks import agreement
+
+    doc = agreement.compare_runs(*(agreement.load_run(r) for r in judged), resamples=1000, seed=0)
+    assert pair["agreement"]["overall"] == json.loads(json.dumps(doc["overall"]))
+    assert pair["agreement"]["overall"]["n_paired"] >= 1

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from emo_tasks import report
 from emo_tasks.benchmarks import load_object
 from emo_tasks.export import ExportError, ExportParser, ExportRefused, check_out, read_run
 from emo_tasks.report import build_tables, label_runs, run_notes
@@ -34,7 +35,9 @@ HELP = "write a static results browser (overview, per-task and per-sample pages)
 DESCRIPTION = (
     "Write a static site over one or more lmms-eval output folders: the report's tables with their 95 % CIs (one "
     "row per run, each number linking to its samples), a page per task (filters, scores by category) and a page "
-    "per sample (#<task>/<doc id>: media, prompt, answers, the judge's evidence). It opens from disk "
+    "per sample (#<task>/<doc id>: media, prompt, answers, the judge's evidence); with several runs, a page per pair "
+    "(#compare/r1/r2: the samples that flipped, or where two judges of the same answers disagree most, with "
+    "`emo-tasks agreement`'s figures). It opens from disk "
     "(DIR/index.html), offline. The runs are chosen as every command chooses them; a folder holding several runs "
     "needs --run. Exit codes: 0 written; 2 refused (no run in a RUN, or several and none picked; --out not empty "
     "without --force, or holding files no site wrote); 3 error (a RUN that does not exist, an unusable --out, "
@@ -79,9 +82,11 @@ def build_site(
     resamples: int = 1000,
     seed: int = 0,
     env: Mapping[str, str] | None = None,
+    picks: Sequence[str | None] | None = None,
 ) -> dict[str, Any]:
     """Write the site of `run_paths` into `out`; returns the counts and the summary line.  Raises ExportRefused
-    (exit 2: no run in a folder or several, --out taken) or ExportError (exit 3: a bad argument, malformed input)."""
+    (exit 2: no run in a folder or several, --out taken) or ExportError (exit 3: a bad argument, malformed input).
+    `picks`: one --run per RUN (`compare --view` picks each side on its own), else `pick` for all."""
     from emo_tasks import __version__
     from emo_tasks.settings import cache_dir
 
@@ -89,7 +94,10 @@ def build_site(
     out = Path(out)
     check_out(out)  # the cheap refusals first: before any run is read
     check_target(out, force)
-    runs = [read_run(p, pick) for p in run_paths]  # no such folder: ExportError; none or several: ExportRefused
+    picks = list(picks) if picks is not None else [pick] * len(run_paths)
+    runs = [
+        read_run(p, k) for p, k in zip(run_paths, picks, strict=True)
+    ]  # no such folder: ExportError; none or several: ExportRefused
     label_runs(runs)
     redact = Redactor(env)
     for run in runs:  # labels carry model_args: the tables, the chart and every page show them
@@ -118,6 +126,15 @@ def build_site(
             ],
             "tasks": {ts.id: ts.meta for ts in tasks},
         }
+        overview["comparisons"] = []
+        for pair in _comparisons(runs, tasks, resamples, seed):
+            name = f"{pair['a']}-{pair['b']}"
+            size += write_script(stage / "data" / "compare" / f"{name}.js", f"compare/{name}", pair, redact)
+            overview["comparisons"].append({
+                "a": pair["a"], "b": pair["b"], "judges": pair["judges"], "file": f"data/compare/{name}.js",
+                "n_flips": sum(t["n_flips"] for t in pair["tasks"]),
+                "n_changed": sum(t["n_changed"] for t in pair["tasks"]),
+            })  # fmt: skip
         size += write_script(stage / "data" / "site.js", "site", overview, redact)
         for name in PAGE_FILES:
             shutil.copyfile(ASSETS / name, stage / name)
@@ -133,6 +150,34 @@ def build_site(
     )
     return {"runs": len(runs), "tasks": len(tasks), "samples": n_samples, "thumbnails": n_thumbs,
             "files": len(files), "bytes": size, "line": line}  # fmt: skip
+
+
+def _comparisons(runs: Sequence[Any], tasks: list[model.TaskSamples], resamples: int, seed: int) -> list[dict]:
+    """A comparison page per pair of runs sharing a task: two judges of the same answers (both judged from one
+    results file) get the judges' page with `emo-tasks agreement`'s figures; any other pair the runs' page."""
+    out = []
+    for i, j in [(x, y) for x in range(len(runs)) for y in range(x + 1, len(runs))]:
+        src = model.judged_source(runs[i])
+        judges = src is not None and src == model.judged_source(runs[j])
+        pair = model.comparison(model.run_id(i), model.run_id(j), tasks, judges)
+        if not pair["tasks"]:
+            continue
+        if judges:
+            pair["agreement"], pair["agreement_error"] = _agreement(runs[i], runs[j], resamples, seed)
+        out.append(pair)
+    return out
+
+
+def _agreement(a: Any, b: Any, resamples: int, seed: int) -> tuple[dict | None, str | None]:
+    """`emo-tasks agreement`'s document for two judged results (None and the reason when it has none)."""
+    from emo_tasks import agreement
+
+    try:
+        ja, jb = (agreement.load_run(report.run_root(r.path, r.results_file)) for r in (a, b))
+        doc = agreement.compare_runs(ja, jb, resamples=resamples, seed=seed)
+    except (agreement.InputError, ValueError, OSError) as exc:
+        return None, " ".join(str(exc).split())
+    return doc, agreement.no_overlap_reason(doc)
 
 
 def _views(run: Any, ts: model.TaskSamples) -> list[Any]:

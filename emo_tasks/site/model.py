@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from emo_tasks.benchmarks import Benchmark, SampleView, all_benchmarks, load_object
+from emo_tasks.flips import changes, compared_metrics, headline_metrics, titles
 from emo_tasks.metrics import Metric
 from emo_tasks.report import Cell, Run, Table, describe, run_notes, run_task, task_for_column
 
@@ -111,8 +112,8 @@ def records(views: Sequence[SampleView], media: Sequence[list[dict[str, str]]]) 
     for i, (v, key, med) in enumerate(zip(views, keys, media, strict=True)):
         out.append({
             "key": key, "index": i, "task": v.task, "doc_id": v.doc_id, "unit": v.unit, "gold": v.gold,
-            "verdict": v.verdict, "values": dict(v.values), "answers": list(v.answers), "prompt": v.prompt,
-            "media": med, "details": dict(v.details),
+            "verdict": v.verdict, "predicted": v.predicted, "values": dict(v.values), "answers": list(v.answers),
+            "prompt": v.prompt, "media": med, "details": dict(v.details),
             "prev": keys[i - 1] if i else None, "next": keys[i + 1] if i + 1 < len(keys) else None,
         })  # fmt: skip
     return out
@@ -137,6 +138,37 @@ def _fields(recs: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[str]]:
     return cats, nums
 
 
+def confusion_labels(recs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The labels of a task's confusion matrix (gold vs predicted), sorted; [] when no sample carries both."""
+    pairs = [(r["gold"], r.get("predicted")) for r in recs if r["gold"] is not None and r.get("predicted") is not None]
+    return sorted({str(x) for pair in pairs for x in pair}) if pairs else []
+
+
+def confusion(recs: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], int]:
+    """{(gold, predicted): count} over the samples that carry both (what the page's heat map draws)."""
+    out: Counter = Counter()
+    for r in recs:
+        if r["gold"] is not None and r.get("predicted") is not None:
+            out[(str(r["gold"]), str(r["predicted"]))] += 1
+    return dict(out)
+
+
+def rating_fields(recs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The `details` fields holding a list of dicts with a numeric "value" (e.g. steps with their ratings): the page
+    draws how the values spread."""
+    names = []
+    for name in dict.fromkeys(k for r in recs for k in r["details"]):
+        lists = [r["details"].get(name) for r in recs]
+        items = [x for v in lists if isinstance(v, list) for x in v]
+        if items and all(isinstance(x, dict) for x in items) and any(_number(x.get("value")) for x in items):
+            names.append(f"details.{name}")
+    return names
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
 def _get(rec: Mapping[str, Any], name: str) -> Any:
     if name.startswith("details."):
         return rec["details"].get(name.split(".", 1)[1])
@@ -144,15 +176,8 @@ def _get(rec: Mapping[str, Any], name: str) -> Any:
 
 
 def value_columns(bench: Benchmark, recs: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The per-sample values a task's table shows: the headline metrics the report plots, else the headline ones,
-    else the first three, of those the samples carry (in the metric table's order)."""
-    carried = {m for r in recs for m in r["values"]}
-    metrics = [m for m in bench.table if m.name in carried]
-    for pick in (lambda m: m.headline and m.plot, lambda m: m.headline):
-        chosen = [m.name for m in metrics if pick(m)]
-        if chosen:
-            return chosen
-    return [m.name for m in metrics[:3]]
+    """The per-sample values a task's table shows (`flips.headline_metrics` of those the samples carry)."""
+    return headline_metrics(bench, {m for r in recs for m in r["values"]})
 
 
 def task_meta(ts: TaskSamples, recs: Sequence[Mapping[str, Any]], notes: Sequence[str]) -> dict[str, Any]:
@@ -169,6 +194,7 @@ def task_meta(ts: TaskSamples, recs: Sequence[Mapping[str, Any]], notes: Sequenc
         "group": ts.group, "leaves": ts.leaves, "n_samples": len(recs),
         "n_chunks": 0 if ts.group else len(ts.chunks()), "folder": ts.folder,
         "columns": value_columns(ts.bench, recs), "categories": cats, "numbers": nums,
+        "confusion_labels": confusion_labels(recs), "ratings": rating_fields(recs),
         "verdicts": dict(sorted(verdicts.items(), key=lambda kv: -kv[1])),
         "notes": [n for n in notes if words.search(n)],
     }  # fmt: skip
@@ -266,3 +292,42 @@ def site_tasks(runs: Sequence[Run]) -> list[TaskSamples]:
                     ts.leaves = [f"{run_id(i)}/{t}" for t in bench.tasks if t in subtasks and t in run.results]
                 out.append(ts)
     return out
+
+
+# ------------------------------------------------------------------------------------------------ comparisons
+#: A comparison page lists at most this many changed samples per task (flips first).
+MAX_CHANGES = 200
+#: Text details longer than this are cut on a comparison page (the sample's own page has them whole).
+MAX_TEXT = 4000
+
+
+def judged_source(run: Run) -> str | None:
+    """The lmms-eval results a judged results file was made from (`emo-tasks judge` records it), else None."""
+    block = run.data.get("emo_tasks_judge")
+    return str(block.get("source_results") or "") or None if isinstance(block, dict) else None
+
+
+def _side(rec: Mapping[str, Any]) -> dict[str, Any]:
+    """What a comparison page shows of one side: verdict, values, answers and the text details (judge texts)."""
+    texts = {k: v[:MAX_TEXT] for k, v in rec["details"].items() if isinstance(v, str) and v}
+    return {"key": rec["key"], "gold": rec["gold"], "predicted": rec["predicted"], "verdict": rec["verdict"],
+            "values": rec["values"], "answers": rec["answers"], "texts": texts}  # fmt: skip
+
+
+def comparison(a: str, b: str, tasks: Sequence[TaskSamples], judges: bool) -> dict[str, Any]:
+    """The comparison page of runs `a` and `b` (ids): per leaf task both have, its changed samples (`flips.changes`;
+    `judges`: two judges of the same answers, every difference, largest first)."""
+    by = {ts.id: ts for ts in tasks if not ts.group}
+    out = []
+    for ts in tasks:
+        other = by.get(f"{b}/{ts.task}")
+        if ts.run != a or ts.group or other is None:
+            continue
+        metrics = compared_metrics(ts.bench, {m for r in ts.records for m in r["values"]})
+        found = changes(ts.records, other.records, metrics, judges=judges, titles=titles(ts.bench))
+        recs_a, recs_b = {r["key"]: r for r in ts.records}, {r["key"]: r for r in other.records}
+        rows = [c | {"sa": _side(recs_a[c["a"]]), "sb": _side(recs_b[c["b"]])} for c in found[:MAX_CHANGES]]
+        out.append({"task": ts.task, "title": ts.meta.get("title", ts.task), "metrics": metrics,
+                    "n_paired": len({r["key"] for r in ts.records} & set(recs_b)),
+                    "n_flips": sum(c["flip"] for c in found), "n_changed": len(found), "rows": rows})  # fmt: skip
+    return {"a": a, "b": b, "judges": judges, "tasks": out}

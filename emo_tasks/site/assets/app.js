@@ -178,6 +178,7 @@
           h("li", null, "(n scored, n failed): samples the judge scored, and samples it could not judge (left out of the judge-based values)."),
           h("li", null, "n/a: the run has no value; the run's notes say why."))),
       runsBlock(site),
+      comparisonsBlock(site),
       site.benchmarks.length ? site.benchmarks.map(benchBlock) : h("p", { class: "error" }, "These runs hold no emo-tasks results."),
     );
   }
@@ -196,6 +197,20 @@
             ? h("details", { class: "notes" }, h("summary", null, `${r.notes.length} note${r.notes.length === 1 ? "" : "s"}`),
               h("ul", null, r.notes.map((n) => h("li", null, n))))
             : h("span", { class: "muted" }, "none"))))));
+  }
+
+  function comparisonsBlock(site) {
+    const pairs = site.comparisons || [];
+    if (!pairs.length) return null;
+    const label = (id) => id.toUpperCase() + ": " + runOf(id).label;
+    return h("section", { class: "block", id: "comparisons" },
+      h("h2", null, "Comparisons"),
+      h("p", { class: "small muted" }, "Two runs of the same samples, sample by sample. Two runs of a model (or two models): the samples that got worse, flips first. " +
+        "Two judges of the same answers: where the judges disagree most, with their agreement figures."),
+      h("ul", null, pairs.map((p) => h("li", null,
+        h("a", { href: `#compare/${p.a}/${p.b}`, class: "compare-link" }, p.judges ? `Two judges: ${label(p.a)} vs ${label(p.b)}` : `${label(p.a)} → ${label(p.b)}`),
+        h("span", { class: "muted" }, p.judges ? ` — ${p.n_changed} sample${p.n_changed === 1 ? "" : "s"} judged differently`
+          : ` — ${p.n_flips} flipped, ${p.n_changed} worse in all`)))));
   }
 
   function benchBlock(bench) {
@@ -263,6 +278,11 @@
   function applyGeometry(root) {
     for (const e of root.querySelectorAll("[data-w]")) e.style.width = e.getAttribute("data-w");
     for (const e of root.querySelectorAll("[data-l]")) e.style.left = e.getAttribute("data-l");
+    for (const e of root.querySelectorAll("[data-bg]")) {
+      const a = Number(e.getAttribute("data-bg"));
+      e.style.backgroundColor = `rgba(59, 125, 216, ${(0.08 + 0.8 * a).toFixed(3)})`;
+      if (a > 0.55) e.style.color = "#fff";
+    }
   }
 
   // ------------------------------------------------------------------------------------------ task page
@@ -285,7 +305,7 @@
     const run = runOf(meta.run);
     const verdictNames = Object.keys(meta.verdicts);
     const hasGold = recs.some((r) => r.gold !== null);
-    const f = { verdict: "", leaf: "", catField: meta.categories[0] || "", catValue: "", nums: {}, text: "", sort: null, limit: 500 };
+    const f = { verdict: "", leaf: "", catField: meta.categories[0] || "", catValue: "", nums: {}, text: "", conf: null, sort: null, limit: 500 };
     const results = h("div");
 
     const columns = [
@@ -311,6 +331,7 @@
           const v = value(r, name);
           return (lo === null || (v !== null && v >= lo)) && (hi === null || (v !== null && v <= hi));
         }) &&
+        (!f.conf || (String(r.gold) === f.conf[0] && String(r.predicted) === f.conf[1])) &&
         (!text || answerText(r).toLowerCase().includes(text)));
       if (f.sort) {
         const { col, dir } = f.sort;
@@ -336,7 +357,10 @@
           columns.map((c) => h("td", { class: c.num ? "num" : null }, c.cell(r))))));
       mount(results, 
         h("p", { class: "count", id: "count" }, `Showing ${rows.length} of ${recs.length} samples` + (rows.length > f.limit ? ` (the first ${f.limit} listed)` : "")),
+        f.conf ? h("p", { class: "active-filter", id: "conf-filter" }, `Only the samples with gold "${f.conf[0]}" predicted as "${f.conf[1]}". `,
+          h("button", { type: "button", id: "conf-clear", onclick: () => { f.conf = null; update(); } }, "Show all")) : null,
         categoryBlock(rows),
+        confusionBlock(rows),
         distributionBlock(rows),
         h("div", { class: "scroll" }, table),
         columnsLegend(),
@@ -348,6 +372,59 @@
       const described = columns.filter((c) => c.doc);
       return h("ul", { class: "small muted", id: "columns-legend" }, described.map((c) => h("li", null, c.title + ": " + c.doc)),
         h("li", null, "—: this sample has no value in the column (for instance: the judge failed on it, or an answer gave no usable number)."));
+    }
+
+    /** Gold vs predicted label as a heat map: rows gold, columns predicted, each cell its count and row share;
+        a cell's colour is its row share; clicking a cell lists its samples. */
+    function confusionBlock(rows) {
+      const labels = meta.confusion_labels || [];
+      const both = rows.filter((r) => r.gold !== null && r.predicted !== null && r.predicted !== undefined);
+      if (!labels.length) return null;
+      const count = new Map();
+      for (const r of both) count.set(String(r.gold) + "\u0000" + String(r.predicted), (count.get(String(r.gold) + "\u0000" + String(r.predicted)) || 0) + 1);
+      // rows: the task's gold labels; columns: every label (a gold label never predicted keeps its empty column)
+      const golds = labels.filter((g) => recs.some((r) => String(r.gold) === g)), preds = labels;
+      const rowTotal = (g) => preds.reduce((n, p) => n + (count.get(g + "\u0000" + p) || 0), 0);
+      const diag = golds.reduce((n, g) => n + (count.get(g + "\u0000" + g) || 0), 0);
+      return h("section", { class: "block", id: "confusion" },
+        h("h3", null, "Confusion matrix: gold label (rows) vs the label the answer names (columns)"),
+        h("p", { class: "small muted" }, `Each cell: how many of the ${both.length} listed samples with both labels have this gold label and this predicted label, and that count as a share of its row (darker = larger share). ` +
+          `Framed: the diagonal, where the answer names the gold label (${diag} of ${both.length}). Click a cell to list its samples.` +
+          (rows.length > both.length ? ` Left out: ${rows.length - both.length} listed sample${rows.length - both.length === 1 ? "" : "s"} without a predicted label (no answer label, or a judge failure).` : "")),
+        both.length ? h("div", { class: "scroll" }, h("table", { class: "confusion" },
+          h("tr", null, h("th", { class: "corner" }, "gold ↓ / predicted →"), preds.map((p) => h("th", { class: "num", scope: "col" }, p)), h("th", { class: "num" }, "Total")),
+          golds.map((g) => h("tr", null, h("th", { scope: "row" }, g),
+            preds.map((p) => {
+              const n = count.get(g + "\u0000" + p) || 0;
+              const share = rowTotal(g) ? n / rowTotal(g) : 0;
+              return h("td", {
+                class: "num heat" + (g === p ? " diag" : "") + (n ? " clickable" : ""), "data-gold": g, "data-pred": p, "data-n": n,
+                "data-bg": share.toFixed(3), title: `gold ${g}, predicted ${p}: ${n} sample${n === 1 ? "" : "s"} (${(100 * share).toFixed(0)} % of the gold ${g} row)`,
+                onclick: n ? () => { f.conf = [g, p]; f.limit = 500; update(); } : null,
+              }, h("span", { class: "n" }, String(n)), h("span", { class: "share" }, (100 * share).toFixed(0) + " %"));
+            }),
+            h("td", { class: "num muted" }, String(rowTotal(g))))))) : h("p", { class: "muted" }, "No listed sample has both a gold and a predicted label."));
+    }
+
+    /** How the listed samples' per-step values spread (a details list of dicts with a numeric "value"). */
+    function ratingBlock(rows) {
+      const charts = (meta.ratings || []).map((name) => {
+        const counts = new Map();
+        for (const r of rows) {
+          const items = value(r, name);
+          if (!Array.isArray(items)) continue;
+          for (const x of items) if (x && typeof x.value === "number") counts.set(x.value, (counts.get(x.value) || 0) + 1);
+        }
+        if (!counts.size) return null;
+        const keys = [...counts.keys()].sort((a, b) => a - b);
+        const doc = bench.field_docs[name.replace(/^details\./, "")];
+        return h("div", { class: "distribution", "data-field": name + ".value" },
+          h("h3", null, `${humanize(name)}: how the rated values spread`),
+          doc ? h("p", { class: "small muted" }, doc) : null,
+          barChart([["ratings", Object.fromEntries(keys.map((k) => [fmt(k, 2), counts.get(k)]))]],
+            { unit: ["rating", "ratings"], caption: `Left: a value given to one item of ${humanize(name).toLowerCase()} (0 = worst, 1 = best for a rating n/d); bar and number: how many items of the listed samples got it.` }));
+      });
+      return charts.filter(Boolean);
     }
 
     /** How the listed samples spread over each numeric field with few distinct values (e.g. the step count). */
@@ -366,7 +443,8 @@
           barChart([["samples", Object.fromEntries(keys.map((k) => [String(k), counts.get(k)]))]],
             { unit: ["sample", "samples"], caption: `Left: a value of ${humanize(name).toLowerCase()}; bar and number: how many of the samples listed below have it.` }));
       });
-      return charts.some(Boolean) ? h("section", { class: "block" }, charts) : null;
+      const all = [...charts.filter(Boolean), ...ratingBlock(rows)];
+      return all.length ? h("section", { class: "block distributions" }, all) : null;
     }
 
     function categoryBlock(rows) {
@@ -598,6 +676,98 @@
         : "Bars are drawn against the largest value; the numbers are the values.")));
   }
 
+  // ------------------------------------------------------------------------------------------ comparison page
+  /** Two runs (A → B) of the same samples, paired by doc id: per task, the flipped samples first (correct → not
+      correct, or a headline value from above 0 to 0), then the largest drops; two judges: the largest differences. */
+  async function renderCompare(app, key) {
+    const [a, b] = key.split("/");
+    const entry = (state.site.comparisons || []).find((p) => p.a === a && p.b === b);
+    if (!entry) {
+      setCrumbs([["Overview", "#"]]);
+      mount(app, h("h1", null, "Not found"), h("p", { class: "error" }, `No comparison of ${a} and ${b} in this site.`), h("a", { href: "#" }, "Back to the overview"));
+      return;
+    }
+    const name = `compare/${a}-${b}`;
+    const data = await loadScript(entry.file, name);
+    const ra = runOf(a), rb = runOf(b);
+    const judges = data.judges;
+    const title = judges ? "Two judges of the same answers" : "Two runs side by side";
+    document.title = title + " — emo-tasks";
+    setCrumbs([["Overview", "#"], [title, null]]);
+    const side = judges ? ["Judge A", "Judge B"] : ["Base (A)", "New (B)"];
+    mount(app,
+      h("h1", null, title),
+      h("div", { class: "grid", id: "compare-runs" },
+        [[side[0], ra], [side[1], rb]].map(([label, r]) => [h("span", null, label),
+          h("span", null, `${r.id.toUpperCase()}: ${r.label} `, h("span", { class: "small muted" }, r.results_file))])),
+      h("p", { class: "lead" }, judges
+        ? "The same answers judged twice. Listed first: the samples where the two judges' per-sample values differ most (the largest absolute difference of the headline values), with both judges' texts side by side."
+        : "The same samples in two runs, paired by their lmms-eval doc id. Listed first: the samples that flipped (verdict correct → anything else, or a headline per-sample value from above 0 to 0); then the other samples whose headline values dropped, the largest drop first. Samples that improved or did not change are not listed."),
+      judges ? agreementBlock(data) : null,
+      data.tasks.map((t) => compareTask(t, a, b, side, judges)));
+  }
+
+  function compareTask(t, a, b, side, judges) {
+    const bench = benchOf(state.site.tasks[a + "/" + t.task]);
+    const shown = t.rows.length < t.n_changed ? ` (the first ${t.rows.length} listed)` : "";
+    return h("section", { class: "block compare-task", "data-task": t.task },
+      h("h2", null, t.title),
+      h("p", { class: "count" }, judges
+        ? `${t.n_paired} paired samples; ${t.n_changed} judged differently${shown}.`
+        : `${t.n_paired} paired samples; ${t.n_flips} flipped, ${t.n_changed} worse in all${shown}.`),
+      h("details", { class: "notes small" }, h("summary", null, "Per-sample values compared (higher is better): " + t.metrics.map((m) => metricOf(bench, m).title).join(", ")),
+        h("ul", null, t.metrics.map((m) => { const x = metricOf(bench, m); return h("li", null, x.doc.startsWith(x.title) ? x.doc : `${x.title} (${m}): ${x.doc}`); }))),
+      t.rows.length ? t.rows.map((c) => changeBlock(c, t, bench, a, b, side, judges))
+        : h("p", { class: "muted" }, judges ? "The two judges agree on every paired sample." : "No sample of this task got worse."));
+  }
+
+  /** One changed sample: what changed, then both sides (verdict, values, answers, texts), each linking to its page. */
+  function changeBlock(c, t, bench, a, b, side, judges) {
+    const same = sameTexts(c, judges);
+    return h("div", { class: "change" + (c.flip ? " flipped" : ""), "data-key": c.a, "data-flip": c.flip ? "1" : "0" },
+      h("h3", null,
+        judges ? h("span", { class: "badge warn" }, `differs by ${fmt(c.diff, 2)}`) : c.flip ? h("span", { class: "badge bad" }, "flipped") : h("span", { class: "badge" }, `dropped by ${fmt(c.drop, 2)}`),
+        " ", c.doc_id !== null ? "doc " + c.doc_id : c.a, c.sa.gold !== null ? ` (gold: ${c.sa.gold})` : "", ": ", h("span", { class: "what" }, c.what)),
+      h("div", { class: "pair" }, [[side[0], a, c.sa], [side[1], b, c.sb]].map(([label, run, s]) => h("div", null,
+        h("h4", null, label + " ", h("a", { href: route(run + "/" + t.task, s.key) }, "sample page →")),
+        h("p", null, "Verdict: ", s.verdict !== null ? h("span", { class: verdictClass(s.verdict) }, s.verdict) : "—", "  ",
+          t.metrics.map((m) => `${metricOf(bench, m).title} ${fmt(s.values[m] ?? null, metricOf(bench, m).digits)}  `)),
+        judges ? null : h("div", null, h("strong", null, s.answers.length === 1 ? "Answer" : "Answers"), h("pre", { class: "text" }, answerText(s))),
+        s.predicted !== null && s.predicted !== undefined ? h("p", null, "Predicted label: ", h("strong", null, s.predicted)) : null,
+        Object.entries(s.texts).filter(([k]) => !same.includes(k)).map(([k, v]) => h("div", { class: "side-text", "data-field": k }, h("strong", null, humanize(k) + ": "), renderValue(v, 0)))))),
+      same.length ? h("p", { class: "small muted" }, "The same for both judges: " + same.map((k) => humanize(k).toLowerCase()).join(", ") + " (on the sample pages).") : null);
+  }
+
+  /** The text details equal on both sides (a judges' page shows only those that differ: the judge's own texts). */
+  function sameTexts(c, judges) {
+    if (!judges) return [];
+    return Object.keys(c.sa.texts).filter((k) => c.sb.texts[k] === c.sa.texts[k]);
+  }
+
+  /** `emo-tasks agreement`'s figures: per task and overall, rating agreement and the score difference B - A. */
+  function agreementBlock(data) {
+    const doc = data.agreement;
+    if (!doc) return section("Agreement of the two judges", null, h("p", { class: "muted", id: "agreement" }, "No agreement figures: " + (data.agreement_error || "unknown reason") + "."));
+    const f3 = (x) => (x === null || x === undefined ? "—" : fmt(x, 3));
+    const metrics = state.site.benchmarks.flatMap((b) => b.metrics);
+    const scoreTitle = (m) => (metrics.find((x) => x.name === m) || { title: m }).title;
+    const blocks = [...doc.tasks, doc.overall];
+    const ratingRow = (label, r) => h("tr", null, h("td", null, label), h("td", { class: "num" }, r.n), h("td", { class: "num" }, f3(r.spearman)),
+      h("td", { class: "num" }, f3(r.cohen_kappa)), h("td", { class: "num" }, f3(r.icc)), h("td", { class: "num" }, f3(r.mean_offset)));
+    return section("Agreement of the two judges", "As `emo-tasks agreement` computes it (" + doc.icc_form + ", " + doc.resamples + " bootstrap resamples). " +
+        "Spearman: rank correlation of the paired ratings; Cohen's κ: agreement beyond chance (1 = always the same rating, 0 = chance); ICC: intra-class correlation; offset: mean rating of B minus A.",
+      h("div", { id: "agreement" },
+        h("h3", null, "Ratings"),
+        h("table", null, h("tr", null, h("th", null, "Task: ratings"), h("th", { class: "num" }, "Pairs"), h("th", { class: "num" }, "Spearman"), h("th", { class: "num" }, "Cohen's κ"), h("th", { class: "num" }, "ICC"), h("th", { class: "num" }, "Offset B − A")),
+          blocks.map((blk) => [ratingRow(`${blk.title}: every step`, blk.steps), ratingRow(`${blk.title}: last step`, blk.last_step)])),
+        h("h3", null, "Scores (mean per-sample value of each judge)"),
+        h("table", null, h("tr", null, h("th", null, "Task"), h("th", null, "Score"), h("th", { class: "num" }, "Pairs"), h("th", { class: "num" }, "A"), h("th", { class: "num" }, "B"), h("th", { class: "num" }, "B − A"), h("th", { class: "num" }, "95 % CI"), h("th", { class: "num" }, "p")),
+          blocks.map((blk) => Object.entries(blk.scores).map(([m, sc]) => h("tr", null, h("td", null, blk.title), h("td", null, scoreTitle(m)), h("td", { class: "num" }, sc.n),
+            h("td", { class: "num" }, f3(sc.a)), h("td", { class: "num" }, f3(sc.b)), h("td", { class: "num" }, f3(sc.delta)),
+            h("td", { class: "num" }, sc.ci_low === null ? "—" : `[${f3(sc.ci_low)}, ${f3(sc.ci_high)}]`), h("td", { class: "num" }, f3(sc.p_value)))))),
+        doc.notes.length ? h("details", { class: "notes" }, h("summary", null, `${doc.notes.length} note${doc.notes.length === 1 ? "" : "s"}`), h("ul", null, doc.notes.map((n) => h("li", null, n)))) : null));
+  }
+
   // ------------------------------------------------------------------------------------------ router
   async function render() {
     const app = document.getElementById("app");
@@ -608,6 +778,7 @@
     const { task, key, run } = parseHash();
     try {
       if (!task) renderOverview(app);
+      else if (task === "compare" && key) await renderCompare(app, key);
       else {
         const id = taskIdFor(task, run);
         if (!id) {
