@@ -60,6 +60,7 @@ class Tab:
 
     def __init__(self, page: Any, site: Path) -> None:
         self.page, self.site, self.problems = page, site, []
+        page.set_default_timeout(60_000)  # generous: a loaded 2-core CI machine, never a speed test (see benchmarks/)
         page.on("console", lambda m: self.problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
         page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
         page.on("requestfailed", lambda r: self.problems.append(f"failed: {r.url}"))
@@ -68,7 +69,7 @@ class Tab:
     def open(self, hash_: str, ready: str) -> Any:
         """Go to `#hash_` and wait for the selector `ready`; no problem may have been recorded."""
         self.page.goto(self.site.joinpath("index.html").as_uri() + hash_)
-        self.page.wait_for_selector(ready, timeout=10_000)
+        self.page.wait_for_selector(ready)
         self.check()
         return self.page
 
