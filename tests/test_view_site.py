@@ -230,6 +230,20 @@ def test_images_become_thumbnails_named_by_their_content(tmp_path: Path, capsys,
     ).read_bytes()
 
 
+def test_a_small_jpeg_is_shown_as_its_own_bytes(tmp_path: Path) -> None:
+    """A JPEG already within the thumbnail size (a judge's frame) is placed as it is: the very bytes the judge was
+    sent, and no decode or re-encode; a larger JPEG is made smaller."""
+    from PIL import Image
+
+    small, large = tmp_path / "small.jpg", tmp_path / "large.jpg"
+    Image.new("RGB", (320, 240), "blue").save(small, quality=95)
+    Image.new("RGB", (640, 480), "blue").save(large, quality=95)
+    names = media.thumbnails([small, large], tmp_path / "media", cache=None)
+    assert (tmp_path / "media" / names[small]).read_bytes() == small.read_bytes()
+    with Image.open(tmp_path / "media" / names[large]) as im:
+        assert im.size == (320, 240) and (tmp_path / "media" / names[large]).read_bytes() != large.read_bytes()
+
+
 # ------------------------------------------------------------------------------------------------ safety
 def test_hostile_answers_are_escaped_in_the_data_files(tmp_path: Path, capsys) -> None:
     run = mvei_run(tmp_path / "run", answers=HOSTILE)

@@ -50,6 +50,9 @@ def encode(src: Path, dest: Path) -> None:
     from PIL import Image
 
     with Image.open(src) as im:
+        if im.format == "JPEG" and im.mode in ("RGB", "L") and max(im.size) <= MAX_SIDE:
+            _copy_whole(src, dest)  # already a small JPEG (a judge's frame): its own bytes, nothing re-encoded
+            return
         im.draft("RGB", (MAX_SIDE, MAX_SIDE))  # a JPEG decodes at a reduced scale: much faster
         im.thumbnail((MAX_SIDE, MAX_SIDE))
         if im.mode in ("RGBA", "LA", "P"):
@@ -66,6 +69,26 @@ def encode(src: Path, dest: Path) -> None:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+
+def _copy_whole(src: Path, dest: Path) -> None:
+    """`src`'s bytes at `dest`: a hard link (no copy; files are never rewritten in place), else a copy written whole
+    or not at all."""
+    try:
+        os.link(src, dest)
+        return
+    except FileExistsError:  # the same content, placed meanwhile
+        return
+    except OSError:  # another file system, or links not allowed
+        pass
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, suffix=".part")
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _place(cached: Path, dest: Path) -> None:

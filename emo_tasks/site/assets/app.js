@@ -384,7 +384,9 @@
       for (const r of both) count.set(String(r.gold) + "\u0000" + String(r.predicted), (count.get(String(r.gold) + "\u0000" + String(r.predicted)) || 0) + 1);
       // rows: the task's gold labels; columns: every label (a gold label never predicted keeps its empty column)
       const golds = labels.filter((g) => recs.some((r) => String(r.gold) === g)), preds = labels;
-      const rowTotal = (g) => preds.reduce((n, p) => n + (count.get(g + "\u0000" + p) || 0), 0);
+      const totals = new Map();  // gold -> its row's count, once per row (a group page has hundreds of labels)
+      for (const r of both) totals.set(String(r.gold), (totals.get(String(r.gold)) || 0) + 1);
+      const rowTotal = (g) => totals.get(g) || 0;
       const diag = golds.reduce((n, g) => n + (count.get(g + "\u0000" + g) || 0), 0);
       return h("section", { class: "block", id: "confusion" },
         h("h3", null, "Confusion matrix: gold label (rows) vs the label the answer names (columns)"),
