@@ -55,6 +55,17 @@ def _need_a_browser() -> str:
     return chromium
 
 
+def _until(page: Any, predicate: str, seconds: float = 60.0) -> None:
+    """Poll `predicate` (a JS function) until it is true.  Not `wait_for_function`: its polling evaluates a string
+    inside the page, which the site's Content-Security-Policy (no 'unsafe-eval') rightly refuses."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not page.evaluate(predicate):
+        assert time.monotonic() < deadline, f"not true after {seconds:.0f} s: {predicate}"
+        page.wait_for_timeout(100)
+
+
 class Tab:
     """One page of a site, with every console error, page error and failed or non-file request recorded."""
 
@@ -275,7 +286,7 @@ def test_a_real_run_in_the_browser(real_site: tuple[Path, dict[str, Any]], tab: 
         page.wait_for_selector("#s-answers")
         images = page.locator("#s-media img")
         assert images.count() >= 1, task  # MME-Emotion's frames, MVEI's and MultiEmo's images
-        page.wait_for_function("[...document.querySelectorAll('#s-media img')].every(i => i.complete)")
+        _until(page, "() => [...document.querySelectorAll('#s-media img')].every(i => i.complete)")
         assert page.eval_on_selector_all("#s-media img", "is => is.every(i => i.naturalWidth > 0)"), task
         assert REAL_ANSWER in page.inner_text("#s-answers")
         if bench == "mme":
