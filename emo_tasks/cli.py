@@ -339,9 +339,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         f"{', '.join(sorted(report.lower_is_better()))}; alpha {args.alpha}, max drop {args.max_drop}"
     )
     _print_failures(failures, out=sys.stdout)
-    if failed:
-        _print_flips(base, new, sorted({t for r in failed for t in report.leaves(base, r.task)}))
-    viewed = _write_view(args) if args.view else EXIT_PASS
+    from .benchmarks import remembering_views
+
+    with remembering_views():  # the flips and the site read each run's samples once
+        if failed:
+            _print_flips(base, new, sorted({t for r in failed for t in report.leaves(base, r.task)}))
+        viewed = _write_view(args) if args.view else EXIT_PASS
     if failed:
         names = ", ".join(f"{r.task}:{r.metric}" for r in failed)
         print(f"emo-tasks compare: significant drop in {names}", file=sys.stderr)

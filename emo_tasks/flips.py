@@ -20,7 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.benchmarks import Benchmark, SampleView, benchmark_of, load_object
+from emo_tasks.benchmarks import Benchmark, benchmark_of, sample_views
 
 CORRECT = "correct"
 
@@ -110,12 +110,8 @@ def changes(
 
 # ------------------------------------------------------------------------------------------------ for compare
 def run_samples(path: Path, results_file: Path, task: str) -> list[dict[str, Any]]:
-    """One leaf task's samples of a run as its benchmark's viewer reads them ([] without a viewer)."""
-    bench = benchmark_of(task)
-    if bench is None or not bench.view_samples:
-        return []
-    views: list[SampleView] = load_object(bench.view_samples)(path, results_file, task)
-    return [asdict(v) for v in views]
+    """One leaf task's samples of a run as dicts (`benchmarks.sample_views`; [] without a viewer)."""
+    return [asdict(v) for v in sample_views(path, results_file, task)]
 
 
 def run_flips(base: Any, new: Any, tasks: Iterable[str]) -> list[dict[str, Any]]:

@@ -490,12 +490,19 @@ def test_the_comparison_page_lists_exactly_the_flipped_samples_first(tmp_path: P
     assert [c["doc_id"] for c in flips.changes(rows, new, ["m"], judges=True)] == [2, 0, 1]
 
 
-def test_compare_exit_1_names_the_flips_and_writes_the_view(tmp_path: Path, capsys) -> None:
-    """Three of four pairs flip and none improves: McNemar's exact p is 0.25 with 4 pairs, hence --alpha 0.3."""
+def test_compare_exit_1_names_the_flips_and_writes_the_view(tmp_path: Path, capsys, monkeypatch) -> None:
+    """Three of four pairs flip and none improves: McNemar's exact p is 0.25 with 4 pairs, hence --alpha 0.3.
+    The flips and the site read each run's samples once (the viewer is wrapped to count its reads)."""
+    from emo_tasks.mvei import view as mvei_view
+
+    reads: list[str] = []
+    real = mvei_view.view_samples
+    monkeypatch.setattr(mvei_view, "view_samples", lambda d, f, t: reads.append(str(f)) or real(d, f, t))
     a, b = mvei_run(tmp_path / "a"), mvei_rescored(tmp_path / "b", {i: FLIPPED[i] for i in range(3)})
     code = cli.main(["compare", str(a), str(b), "--alpha", "0.3", "--view", str(tmp_path / "site")])
     out, err = capsys.readouterr()
     assert code == 1, out + err
+    assert len(reads) == 2 and len(set(reads)) == 2  # base and new, once each
     listed = out.split("largest flips", 1)[1].splitlines()[1:]
     assert [line.split(":")[0].split() for line in listed] == [["mvei_sample", "doc", str(i)] for i in range(3)]
     assert "significant drop in mvei_sample:acc_total" in err and "index.html#compare/r1/r2" in err

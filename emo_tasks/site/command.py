@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from emo_tasks import report
-from emo_tasks.benchmarks import load_object
+from emo_tasks.benchmarks import sample_views
 from emo_tasks.export import ExportError, ExportParser, ExportRefused, check_out, read_run
 from emo_tasks.report import build_tables, label_runs, run_notes
 
@@ -181,11 +181,9 @@ def _agreement(a: Any, b: Any, resamples: int, seed: int) -> tuple[dict | None, 
 
 
 def _views(run: Any, ts: model.TaskSamples) -> list[Any]:
-    """The benchmark's views of one leaf task; a failure names the task and the file."""
-    if not ts.bench.view_samples:
-        return []
+    """The benchmark's views of one leaf task (`benchmarks.sample_views`); a failure names the task and the file."""
     try:
-        return list(load_object(ts.bench.view_samples)(run.path, run.results_file, ts.task))
+        return sample_views(run.path, run.results_file, ts.task)
     except Exception as exc:
         raise ExportError(
             f"{run.results_file}: the samples of {ts.task} could not be read ({type(exc).__name__}: {exc})"
