@@ -190,6 +190,28 @@ def read_jsonl_numbered(path: Path) -> list[tuple[int, Any]]:
     return out
 
 
+def read_sample_log(path: Path) -> list[dict[str, Any]]:
+    """The lines of an lmms-eval sample log (`*_samples_<task>.jsonl`), each an object with a `doc_id` seen once.
+    lmms-eval writes each doc once per task (its repeats live inside the line), so a doc_id on two lines is a
+    log that was appended to or concatenated: a DataError naming the file and both lines, never a silent winner."""
+    rows: list[dict[str, Any]] = []
+    first: dict[str, int] = {}
+    for n, row in read_jsonl_numbered(path):
+        if not isinstance(row, dict) or "doc_id" not in row:
+            raise DataError(f"{path} line {n}: not an lmms-eval sample line (a JSON object with a doc_id)")
+        doc_id = row["doc_id"]
+        key = json.dumps(doc_id, sort_keys=True)  # a doc_id is an int; a key that also takes anything JSON holds
+        if key in first:
+            raise DataError(
+                f"{path} lines {first[key]} and {n}: doc_id {doc_id!r} is logged twice; lmms-eval writes each doc "
+                "once per task, so this log was appended to or joined with another: rerun the task, or remove the "
+                "lines that are not this run's"
+            )
+        first[key] = n
+        rows.append(row)
+    return rows
+
+
 def sample_log_reader(values_of: Callable[[list[dict[str, Any]]], dict[str, dict[Any, float]]]) -> SampleReader:
     """A benchmark's `read_samples`: its per-sample values from a task's lmms-eval sample log, by
     `values_of(rows)` (the task's config is not needed)."""
@@ -206,8 +228,9 @@ def read_sample_values(
     task: str,
     values_of: Callable[[list[dict[str, Any]]], dict[str, dict[Any, float]]],
 ) -> SampleValues:
-    """A task's per-sample values from its lmms-eval sample log, by `values_of(rows)`; a missing log or one that
-    cannot be read costs the confidence intervals (a note saying so and how to get them), never the report."""
+    """A task's per-sample values from its lmms-eval sample log (`read_sample_log`: each doc once), by
+    `values_of(rows)`; a missing log or one that cannot be read (a duplicated doc_id among its causes) costs the
+    confidence intervals (a note saying so and why), never the report."""
     log = sample_log(run_dir, results_file, task)
     if log is None:
         return SampleValues(
@@ -217,7 +240,7 @@ def read_sample_values(
             ]
         )
     try:
-        values = values_of(read_jsonl_rows(log))
+        values = values_of(read_sample_log(log))
     except Exception as exc:  # noqa: BLE001 - a bad or unmatched log costs the CIs, not the report
         return SampleValues(notes=[f"{task}: could not read per-sample values from {log.name} ({exc!r}); no CIs"])
     return SampleValues(values=values)

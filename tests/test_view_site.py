@@ -535,3 +535,27 @@ def test_two_judges_of_one_run_get_their_page_and_the_agreement_figures(tmp_path
     doc = agreement.compare_runs(*(agreement.load_run(r) for r in judged), resamples=1000, seed=0)
     assert pair["agreement"]["overall"] == json.loads(json.dumps(doc["overall"]))
     assert pair["agreement"]["overall"]["n_paired"] >= 1
+
+
+def test_a_sample_logged_twice_stops_the_site_naming_both_lines(tmp_path: Path, capsys) -> None:
+    """Each row once: a duplicated line in a sample log (an appended log) is an error naming it, never a winner."""
+    run = mvei_run(tmp_path / "run")
+    log = next(run.glob("*_samples_mvei_sample.jsonl"))
+    first = log.read_text().splitlines()[0]
+    log.write_text(log.read_text() + first + "\n")
+    code, _, err = view(capsys, run, "--out", tmp_path / "site")
+    n = len(log.read_text().splitlines())
+    assert code == 3 and f"lines 1 and {n}: doc_id 0 is logged twice" in err, err
+    assert not (tmp_path / "site").exists()
+
+
+def test_a_judge_log_row_without_a_task_is_a_note_not_a_crash(tmp_path: Path, capsys) -> None:
+    run = mme_predicted(tmp_path / "mme", {})
+    log = next((run / "emo_tasks_judge").glob("*_judge.jsonl"))
+    rows = [json.loads(x) for x in log.read_text().splitlines()]
+    del rows[1]["task"]
+    _jsonl(log, rows)
+    loaded = report.load_run(run)
+    assert any(f"{log.name}" in n and "line 2: not a judge-log row" in n for n in report.run_notes(loaded))
+    code, _, err = view(capsys, run, "--out", tmp_path / "site")
+    assert code == 0, err  # shown without the judge's evidence; the report's note says why

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from emo_tasks.benchmarks import Benchmark, SampleValues
-from emo_tasks.datafiles import read_jsonl_rows
+from emo_tasks.common import DataError
+from emo_tasks.datafiles import read_jsonl_numbered, read_sample_log
 
 from .protocol import spec_for, task_specs
 from .scoring import DEFAULT_ALPHA, TABLE, group_aggregate
@@ -76,7 +77,15 @@ def _log_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
 def task_rows(log: Path, task: str) -> list[dict[str, Any]]:
     """The rows of one leaf task in a judge log (a log can cover several tasks); read errors propagate."""
     base = task.replace("mme_emotion_sample_", "mme_emotion_", 1)
-    return [r for r in read_jsonl_rows(log) if spec_for(r["task"]).task == base]
+    out = []
+    for n, r in read_jsonl_numbered(log):
+        name = r.get("task") if isinstance(r, dict) else None  # a row without a task: the error below names it
+        try:
+            if spec_for(name).task == base:
+                out.append(r)
+        except (KeyError, AttributeError, TypeError):
+            raise DataError(f"{log} line {n}: not a judge-log row (task {name!r} is no MME-Emotion task)") from None
+    return out
 
 
 def logged_record(line: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -101,7 +110,7 @@ def not_this_runs(results_file: Path, task: str, rows: list[dict[str, Any]]) -> 
     if sample is None:
         return None
     ours: dict[int, Any] = {}
-    for line in read_jsonl_rows(sample):
+    for line in read_sample_log(sample):
         rec = logged_record(line)
         if rec is None:
             return None

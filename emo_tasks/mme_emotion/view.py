@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from emo_tasks.benchmarks import SampleView
-from emo_tasks.datafiles import read_jsonl_rows, sample_log
+from emo_tasks.datafiles import read_sample_log, sample_log
 from judges.frames import active_frame_cache, configure_frame_cache, frame_cache_key, render_stats
 from judges.media import VideoFramesPart, hash_files
 
@@ -80,7 +80,7 @@ def view_samples(
     values = log_values(log, rows, task).values
     lines: dict[int, dict[str, Any]] = {}
     samples = sample_log(Path(results_file).parent, Path(results_file), task)
-    for line in read_jsonl_rows(samples) if samples else []:
+    for line in read_sample_log(samples) if samples else []:
         rec = logged_record(line)
         if rec is not None:
             lines[int(rec["row"])] = line

@@ -28,7 +28,7 @@ def export_multiemo_table(
     """Per-image CSV (8 predicted scores, votes, dominant sets) and the paper-style metrics table; returns the
     CSV's path.  `pick`: the results file to use when RUN_DIR holds several (--run); `force`: replace an earlier
     export."""
-    from emo_tasks.datafiles import read_jsonl_rows
+    from emo_tasks.datafiles import read_sample_log
     from emo_tasks.multiemo import scoring
     from emo_tasks.multiemo.results import reference_images
 
@@ -36,7 +36,7 @@ def export_multiemo_table(
     name = model_name_for(run, model_name)
     images: dict[str, dict[str, Any]] = {}
     ref: dict[str, dict[str, Any]] | None = None
-    for line in read_jsonl_rows(log):
+    for line in read_sample_log(log):
         rec = line.get("precision_ours") or {}
         if "image_id" not in rec:
             raise ExportError(f"{log}: line doc_id {line.get('doc_id')} has no MultiEmo record")

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from emo_tasks.benchmarks import Benchmark
+from emo_tasks.common import DataError
 from emo_tasks.datafiles import sample_log_reader
 from emo_tasks.settings import environ
 
@@ -34,7 +35,8 @@ def reference_images(source: str) -> dict[str, dict[str, Any]]:
 def images_of(rows: list[dict[str, Any]], reference: Reference = reference_images) -> dict[str, dict[str, Any]]:
     """image_id -> {"doc": its data row (the votes), "scores": {emotion: predicted_score}, "lines": its sample-log
     lines} from a task's sample-log lines.  The votes: the line's `doc` when it holds them, else
-    `reference(<the first such record's data_source>)`, read once."""
+    `reference(<the first such record's data_source>)`, read once.  An (image_id, emotion) on two lines is a
+    DataError naming both: each row counts once, and no line silently overwrites another's score."""
     images: dict[str, dict[str, Any]] = {}
     loaded: dict[str, dict[str, Any]] | None = None
     for line in rows:
@@ -45,6 +47,11 @@ def images_of(rows: list[dict[str, Any]], reference: Reference = reference_image
                 loaded = reference(rec.get("data_source", "benchmark"))
             doc = loaded[rec["image_id"]]
         img = images.setdefault(rec["image_id"], {"doc": doc, "scores": {}, "lines": []})
+        if rec["emotion"] in img["scores"]:
+            raise DataError(
+                f"image_id {rec['image_id']!r}, emotion {rec['emotion']!r} is on two lines of the sample log; each "
+                "(image, emotion) is logged once"
+            )
         img["scores"][rec["emotion"]] = rec["predicted_score"]
         img["lines"].append(line)
     return images

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from emo_tasks.benchmarks import SampleView
-from emo_tasks.datafiles import read_jsonl_rows, sample_log
+from emo_tasks.datafiles import read_sample_log, sample_log
 
 from .results import image_values, images_of
 from .scoring import EMOTIONS, dominant_set
@@ -45,7 +45,7 @@ def view_samples(run_dir: Path, results_file: Path, task: str) -> list[SampleVie
     log = sample_log(run_dir, results_file, task)
     if log is None:
         return []
-    images = images_of(read_jsonl_rows(log))
+    images = images_of(read_sample_log(log))
     values = image_values(images)
     views = []
     for image_id, img in images.items():

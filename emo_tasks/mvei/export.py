@@ -102,14 +102,14 @@ def export_mvei_official(
 ) -> Path:
     """EmObserver's `Std_MVEI_results.json` from a run's sample log; returns the file's path.  `pick`: the results
     file to use when RUN_DIR holds several (--run); `force`: replace an earlier export."""
-    from emo_tasks.datafiles import read_jsonl_rows
+    from emo_tasks.datafiles import read_sample_log
 
     run, task, log = run_task_log(run_dir, "MVEI", ("mvei", "mvei_sample"), "acc_total", pick)
     name = model_name_for(run, model_name)
     docs = _mvei_docs(run, task)
     notes = [] if docs else ["the run's data could not be loaded now: image_path and prompt are null"]
     data: dict[str, Any] = {}
-    for line in sorted(read_jsonl_rows(log), key=lambda r: int(r.get("doc_id", 0))):
+    for line in sorted(read_sample_log(log), key=lambda r: int(r.get("doc_id", 0))):
         rec = line.get("acc_total") or {}
         if "pair_id" not in rec:
             raise ExportError(f"{log}: line doc_id {line.get('doc_id')} has no MVEI record under 'acc_total'")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from emo_tasks.benchmarks import Benchmark
+from emo_tasks.common import DataError
 from emo_tasks.datafiles import sample_log_reader
 
 from . import scoring
@@ -19,9 +20,15 @@ from .hooks import pair_result
 
 
 def pair_lines(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """pair_id -> its line of a task's sample log, whose `acc_total` holds the pair's `process_results` record (a
-    pair logged twice: the later line wins)."""
-    return {line["acc_total"]["pair_id"]: line for line in rows}
+    """pair_id -> its line of a task's sample log, whose `acc_total` holds the pair's `process_results` record.  A
+    pair on two lines is a DataError naming it: each row counts once, and no line silently wins over another."""
+    lines: dict[str, dict[str, Any]] = {}
+    for line in rows:
+        pair_id = line["acc_total"]["pair_id"]
+        if pair_id in lines:
+            raise DataError(f"pair_id {pair_id!r} is on two lines of the sample log; each pair is logged once")
+        lines[pair_id] = line
+    return lines
 
 
 def sample_values(rows: list[dict[str, Any]]) -> dict[str, dict[Any, float]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from emo_tasks.benchmarks import SampleView
-from emo_tasks.datafiles import read_jsonl_rows, sample_log
+from emo_tasks.datafiles import read_sample_log, sample_log
 
 from .results import pair_lines, sample_values
 
@@ -38,7 +38,7 @@ def view_samples(run_dir: Path, results_file: Path, task: str) -> list[SampleVie
     log = sample_log(run_dir, results_file, task)
     if log is None:
         return []
-    rows = read_jsonl_rows(log)
+    rows = read_sample_log(log)
     values = sample_values(rows)
     views = []
     for pair_id, line in pair_lines(rows).items():
