@@ -11,8 +11,7 @@ nothing of the others, and the generic tools import no benchmark module: no impo
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,33 +122,15 @@ def load_object(spec: str) -> Any:
 
 def sample_views(path: Path, results_file: Path, task: str) -> list[SampleView]:
     """One leaf task's samples of a run as its benchmark's viewer reads them ([] for a task no benchmark owns, or
-    whose benchmark has no viewer).  Inside `remembering_views()` each (run, task) is read once."""
+    whose benchmark has no viewer).  Read once per `memo.remembering()` block (one command that both lists a
+    run's flips and writes its site reads them once)."""
+    from emo_tasks.memo import once
+
     bench = benchmark_of(task)
     if bench is None or not bench.view_samples:
         return []
-    key = (str(Path(path).resolve()), str(Path(results_file).resolve()), task)
-    if _VIEW_MEMO is not None and key in _VIEW_MEMO:
-        return _VIEW_MEMO[key]
-    views = list(load_object(bench.view_samples)(path, results_file, task))
-    if _VIEW_MEMO is not None:
-        _VIEW_MEMO[key] = views
-    return views
-
-
-_VIEW_MEMO: dict[tuple[str, str, str], list[SampleView]] | None = None
-
-
-@contextmanager
-def remembering_views() -> Iterator[None]:
-    """Within the block, `sample_views` reads each (run, task) once: one command that both lists a run's flips and
-    writes its site (`compare --view`) reads the files once; outside it, every call reads them again (a file may
-    change between two calls of a long-lived process)."""
-    global _VIEW_MEMO
-    before, _VIEW_MEMO = _VIEW_MEMO, {} if _VIEW_MEMO is None else _VIEW_MEMO
-    try:
-        yield
-    finally:
-        _VIEW_MEMO = before
+    read = load_object(bench.view_samples)
+    return once(("views", task, str(Path(path).resolve())), results_file, lambda: list(read(path, results_file, task)))
 
 
 def export_formats() -> dict[str, Benchmark]:

@@ -339,9 +339,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         f"{', '.join(sorted(report.lower_is_better()))}; alpha {args.alpha}, max drop {args.max_drop}"
     )
     _print_failures(failures, out=sys.stdout)
-    from .benchmarks import remembering_views
+    from .memo import remembering
 
-    with remembering_views():  # the flips and the site read each run's samples once
+    with remembering():  # the flips and the site read each run's files once
         if failed:
             _print_flips(base, new, sorted({t for r in failed for t in report.leaves(base, r.task)}))
         viewed = _write_view(args) if args.view else EXIT_PASS

@@ -19,6 +19,7 @@ from typing import Any, Generic, TypeVar
 
 from emo_tasks.benchmarks import SampleReader, SampleValues
 from emo_tasks.common import DataError, atomic_write_text, sample_dir
+from emo_tasks.memo import once
 from emo_tasks.settings import SettingsError
 
 SOURCES = ("benchmark", "sample")
@@ -175,7 +176,12 @@ def read_jsonl_rows(path: Path) -> list[dict[str, Any]]:
 
 def read_jsonl_numbered(path: Path) -> list[tuple[int, Any]]:
     """(line number, value) of every non-blank line, numbered as an editor numbers them (blank lines count), so a
-    message can point at the line a user must fix; a line that is not JSON raises DataError naming it."""
+    message can point at the line a user must fix; a line that is not JSON raises DataError naming it.  Parsed
+    once per `memo.remembering()` block (the values are shared: do not change them)."""
+    return list(once("jsonl", path, lambda: _read_jsonl_numbered(path)))
+
+
+def _read_jsonl_numbered(path: Path) -> list[tuple[int, Any]]:
     out = []
     with open(path, encoding="utf-8") as fh:
         for n, line in enumerate(fh, start=1):
@@ -212,6 +218,14 @@ def read_sample_log(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def log_values(
+    log: Path, values_of: Callable[[list[dict[str, Any]]], dict[str, dict[Any, float]]]
+) -> dict[str, dict[Any, float]]:
+    """`values_of` the lines of a sample log (`read_sample_log`), computed once per `memo.remembering()` block: the
+    report and the viewer of one command share them."""
+    return once(("sample-values", values_of), log, lambda: values_of(read_sample_log(log)))
+
+
 def sample_log_reader(values_of: Callable[[list[dict[str, Any]]], dict[str, dict[Any, float]]]) -> SampleReader:
     """A benchmark's `read_samples`: its per-sample values from a task's lmms-eval sample log, by
     `values_of(rows)` (the task's config is not needed)."""
@@ -240,7 +254,7 @@ def read_sample_values(
             ]
         )
     try:
-        values = values_of(read_sample_log(log))
+        values = log_values(log, values_of)
     except Exception as exc:  # noqa: BLE001 - a bad or unmatched log costs the CIs, not the report
         return SampleValues(notes=[f"{task}: could not read per-sample values from {log.name} ({exc!r}); no CIs"])
     return SampleValues(values=values)

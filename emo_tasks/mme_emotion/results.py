@@ -20,6 +20,7 @@ from typing import Any
 from emo_tasks.benchmarks import Benchmark, SampleValues
 from emo_tasks.common import DataError
 from emo_tasks.datafiles import read_jsonl_numbered, read_sample_log
+from emo_tasks.memo import once
 
 from .protocol import spec_for, task_specs
 from .scoring import DEFAULT_ALPHA, TABLE, group_aggregate
@@ -75,7 +76,12 @@ def _log_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def task_rows(log: Path, task: str) -> list[dict[str, Any]]:
-    """The rows of one leaf task in a judge log (a log can cover several tasks); read errors propagate."""
+    """The rows of one leaf task in a judge log (a log can cover several tasks); read errors propagate.  Once per
+    `memo.remembering()` block (one log covers the 8 tasks)."""
+    return list(once(("judge-task-rows", task), log, lambda: _task_rows(log, task)))
+
+
+def _task_rows(log: Path, task: str) -> list[dict[str, Any]]:
     base = task.replace("mme_emotion_sample_", "mme_emotion_", 1)
     out = []
     for n, r in read_jsonl_numbered(log):
@@ -151,7 +157,12 @@ def own_judge_log(run_dir: Path, results_file: Path, task: str) -> tuple[Path | 
 
 
 def log_values(log: Path, rows: list[dict[str, Any]], task: str) -> SampleValues:
-    """The per-sample values of a judge log's rows of one task (key: (task, row)), its summary (alpha) and notes."""
+    """The per-sample values of a judge log's rows of one task (`task_rows(log, task)`; key: (task, row)), its
+    summary (alpha) and notes; once per `memo.remembering()` block (the answers' tokens are counted once)."""
+    return once(("judge-log-values", task), log, lambda: _log_values(log, rows, task))
+
+
+def _log_values(log: Path, rows: list[dict[str, Any]], task: str) -> SampleValues:
     out = SampleValues()
     summary_file = log.with_name(log.name[: -len("_judge.jsonl")] + "_summary.json")
     summary: dict[str, Any] = {}

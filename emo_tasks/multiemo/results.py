@@ -15,6 +15,7 @@ from typing import Any
 from emo_tasks.benchmarks import Benchmark
 from emo_tasks.common import DataError
 from emo_tasks.datafiles import sample_log_reader
+from emo_tasks.memo import once
 from emo_tasks.settings import environ
 
 from . import scoring
@@ -27,9 +28,11 @@ Reference = Callable[[str], dict[str, dict[str, Any]]]
 
 def reference_images(source: str) -> dict[str, dict[str, Any]]:
     """image_id -> image row from the data a run of `source` used: the bundled sample, or the benchmark data the
-    environment names (settings read from it now, so a bad value is an error naming it)."""
+    environment names (settings read from it now, so a bad value is an error naming it); read once per
+    `memo.remembering()` block."""
     settings = MultiEmoSettings.from_env(environ(), source)
-    return {img["image_id"]: img for img in load_images(data_file(settings))}
+    path = data_file(settings)
+    return once("multiemo-images", path, lambda: {img["image_id"]: img for img in load_images(path)})
 
 
 def images_of(rows: list[dict[str, Any]], reference: Reference = reference_images) -> dict[str, dict[str, Any]]:

@@ -10,6 +10,7 @@ never a traceback.
 
 from __future__ import annotations
 
+import functools
 import shutil
 import sys
 import time
@@ -21,6 +22,7 @@ from typing import Any
 from emo_tasks import report
 from emo_tasks.benchmarks import sample_views
 from emo_tasks.export import ExportError, ExportParser, ExportRefused, check_out, read_run
+from emo_tasks.memo import remembering
 from emo_tasks.report import build_tables, label_runs, run_notes
 
 from . import media, model
@@ -87,14 +89,28 @@ def build_site(
     """Write the site of `run_paths` into `out`; returns the counts and the summary line.  Raises ExportRefused
     (exit 2: no run in a folder or several, --out taken) or ExportError (exit 3: a bad argument, malformed input).
     `picks`: one --run per RUN (`compare --view` picks each side on its own), else `pick` for all."""
-    from emo_tasks import __version__
-    from emo_tasks.settings import cache_dir
-
     start = time.monotonic()
     out = Path(out)
     check_out(out)  # the cheap refusals first: before any run is read
     check_target(out, force)
     picks = list(picks) if picks is not None else [pick] * len(run_paths)
+    with remembering():  # the report's reading and the viewers' share each file (memo.py)
+        return _build(run_paths, out, picks, force, resamples, seed, env, start)
+
+
+def _build(
+    run_paths: Sequence[str | Path],
+    out: Path,
+    picks: Sequence[str | None],
+    force: bool,
+    resamples: int,
+    seed: int,
+    env: Mapping[str, str] | None,
+    start: float,
+) -> dict[str, Any]:
+    from emo_tasks import __version__
+    from emo_tasks.settings import cache_dir
+
     runs = [
         read_run(p, k) for p, k in zip(run_paths, picks, strict=True)
     ]  # no such folder: ExportError; none or several: ExportRefused
@@ -102,20 +118,23 @@ def build_site(
     redact = Redactor(env)
     for run in runs:  # labels carry model_args: the tables, the chart and every page show them
         run.label = redact(run.label)
-    tables = build_tables(runs, resamples, seed)
     tasks = model.site_tasks(runs)
     by_run = {model.run_id(i): run for i, run in enumerate(runs)}
-    views = {ts.id: _views(by_run[ts.run], ts) for ts in tasks if not ts.group}
-    images = [
-        f
-        for ts in tasks
-        for v in views.get(ts.id, ())
-        for e in v.media
-        if (f := media.image_file(e, by_run[ts.run].path)) is not None
-    ]
-    with staged(out, force) as stage:
-        thumbs = media.thumbnails(images, stage / "media", cache_dir(env) / media.THUMB_CACHE)
-        size = _write_tasks(stage, tasks, views, by_run, thumbs, redact)
+    image_file = functools.cache(media.image_file)  # each entry looked up once: for the thumbnails, then the pages
+    views: dict[str, list[Any]] = {}
+    with (
+        staged(out, force) as stage,
+        media.Thumbnailer(stage / "media", cache_dir(env) / media.THUMB_CACHE) as thumbnailer,
+    ):
+        for ts in tasks:  # each task's thumbnails start as soon as its samples are read
+            if ts.group:
+                continue
+            views[ts.id] = _views(by_run[ts.run], ts)
+            run_dir = by_run[ts.run].path
+            thumbnailer.add(f for v in views[ts.id] for e in v.media if (f := image_file(e, run_dir)) is not None)
+        tables = build_tables(runs, resamples, seed)  # meanwhile
+        thumbs = thumbnailer.names()
+        size = _write_tasks(stage, tasks, views, by_run, thumbs, redact, image_file)
         overview = {
             "generated_by": f"emo-tasks {__version__}",
             "generated_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -191,7 +210,13 @@ def _views(run: Any, ts: model.TaskSamples) -> list[Any]:
 
 
 def _write_tasks(
-    stage: Path, tasks: list[model.TaskSamples], views: dict, by_run: dict, thumbs: dict, redact: Redactor
+    stage: Path,
+    tasks: list[model.TaskSamples],
+    views: dict,
+    by_run: dict,
+    thumbs: dict,
+    redact: Redactor,
+    image_file: Any = media.image_file,
 ) -> int:
     """Each leaf task's records in chunk files and every task's meta (a group's from its leaves' records)."""
     size = 0
@@ -202,7 +227,7 @@ def _write_tasks(
             continue
         run = by_run[ts.run]
         task_views = views[ts.id]
-        entries = [model.media_entries(v, run.path, thumbs, media.image_file) for v in task_views]
+        entries = [model.media_entries(v, run.path, thumbs, image_file) for v in task_views]
         ts.records = model.records(task_views, entries)
         for n, chunk in enumerate(ts.chunks()):
             size += write_script(stage / ts.folder / f"{n}.js", f"{ts.id}#{n}", chunk, redact)

@@ -5,16 +5,28 @@ Why a cache: the full-scale site shows tens of thousands of video frames; encodi
 hashing its source, so each thumbnail is also kept in `<emo-tasks cache>/view_thumbs/` and a later site (of any
 run) links or copies it from there.  A media entry that is not an existing image file Pillow can read gets no
 thumbnail: the page shows it as text.
+
+Why a `Thumbnailer` that takes files while the site is being read: at full scale the thumbnails are most of the
+work and reading the runs' samples is single-threaded Python, so the thumbnails are made meanwhile, in worker
+processes.  Threads share the reader's GIL (Pillow's and hashlib's C parts release it, the per-file Python around
+them does not): on the full-scale benchmark, 2 cores, two thumbnail threads took 47 s and 65 s of CPU where two
+processes took 36 s and 55 s (benchmarks/RESULTS.md).  A site with fewer images than a batch never starts a
+process: its thumbnails are made in the calling process.
+Resizing is bilinear (Pillow's, antialiased over the whole source area): at these sizes it looks as bicubic does
+and costs a third less.
 """
 
 from __future__ import annotations
 
+import gc
 import hashlib
+import multiprocessing
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
 MAX_SIDE = 320
@@ -54,7 +66,7 @@ def encode(src: Path, dest: Path) -> None:
             _copy_whole(src, dest)  # already a small JPEG (a judge's frame): its own bytes, nothing re-encoded
             return
         im.draft("RGB", (MAX_SIDE, MAX_SIDE))  # a JPEG decodes at a reduced scale: much faster
-        im.thumbnail((MAX_SIDE, MAX_SIDE))
+        im.thumbnail((MAX_SIDE, MAX_SIDE), Image.Resampling.BILINEAR)
         if im.mode in ("RGBA", "LA", "P"):
             im = im.convert("RGBA")
             canvas = Image.new("RGB", im.size, "white")
@@ -120,15 +132,87 @@ def thumbnail(src: Path, media_dir: Path, cache: Path | None) -> str | None:
         return None
 
 
+class Thumbnailer:
+    """Thumbnails made in the background while the caller goes on: `add(files)` queues them (each distinct file
+    once), `names()` waits for all and gives {file: name or None}.  Files go to `workers` processes in batches of
+    BATCH; the pool starts with the first full batch, so a site with fewer images makes them in this process."""
+
+    BATCH = 256
+
+    def __init__(self, media_dir: Path, cache: Path | None, workers: int | None = None) -> None:
+        self.media_dir, self.cache = media_dir, cache
+        self.workers = workers or min(8, os.cpu_count() or 1)
+        self._pool: Executor | None = None
+        self._seen: set[Path] = set()
+        self._pending: list[Path] = []
+        self._done: dict[Path, str | None] = {}
+        self._jobs: list[tuple[list[Path], Future]] = []
+
+    def add(self, files: Iterable[Path]) -> None:
+        for f in files:
+            if f not in self._seen:
+                self._seen.add(f)
+                self._pending.append(f)
+        while len(self._pending) >= self.BATCH and self.workers > 1:
+            batch, self._pending = self._pending[: self.BATCH], self._pending[self.BATCH :]
+            if self._pool is None:
+                self.media_dir.mkdir(parents=True, exist_ok=True)
+                self._pool = _start_pool(self.workers)
+            self._jobs.append((batch, self._pool.submit(_batch, batch, self.media_dir, self.cache)))
+
+    def names(self) -> dict[Path, str | None]:
+        """{file: thumbnail name or None} of every file added; raises when a worker process died."""
+        if self._pending and self._pool is not None:  # the last, partial batch: shared by the workers
+            step = -(-len(self._pending) // self.workers)
+            for i in range(0, len(self._pending), step):
+                batch = self._pending[i : i + step]
+                self._jobs.append((batch, self._pool.submit(_batch, batch, self.media_dir, self.cache)))
+        elif self._pending:
+            self.media_dir.mkdir(parents=True, exist_ok=True)
+            self._done.update(zip(self._pending, _batch(self._pending, self.media_dir, self.cache), strict=True))
+        self._pending = []
+        for batch, job in self._jobs:
+            self._done.update(zip(batch, job.result(), strict=True))
+        self._jobs = []
+        return dict(self._done)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def __enter__(self) -> Thumbnailer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _start_pool(workers: int) -> Executor:
+    """Worker processes forked from this one when it runs no other thread (fork copies nothing until written, and
+    unlike spawn it never imports the caller's `__main__` again: a script without a main guard works); threads
+    otherwise.  Every object alive now is frozen for the fork (`gc.freeze`), so no collection in a worker touches,
+    and so copies, the parent's memory."""
+    if "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
+        return ThreadPoolExecutor(workers, thread_name_prefix="thumbnail")
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+    gc.freeze()
+    try:
+        pool.submit(int).result()  # starts the workers now, while nothing else runs
+    finally:
+        gc.unfreeze()
+    return pool
+
+
+def _batch(files: list[Path], media_dir: Path, cache: Path | None) -> list[str | None]:
+    """A worker's job: the thumbnails of `files`, in order."""
+    return [thumbnail(f, media_dir, cache) for f in files]
+
+
 def thumbnails(
     files: Iterable[Path], media_dir: Path, cache: Path | None, workers: int | None = None
 ) -> dict[Path, str | None]:
-    """Every file's thumbnail name (None: none), made in parallel (Pillow decodes without the GIL)."""
-    unique = list(dict.fromkeys(files))
-    if not unique:
-        return {}
-    media_dir.mkdir(parents=True, exist_ok=True)
-    workers = workers or min(8, os.cpu_count() or 1)
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        names = list(pool.map(lambda f: thumbnail(f, media_dir, cache), unique))
-    return dict(zip(unique, names, strict=True))
+    """Every file's thumbnail name (None: none): `Thumbnailer` for a list known at once."""
+    with Thumbnailer(media_dir, cache, workers) as pool:
+        pool.add(files)
+        return pool.names()

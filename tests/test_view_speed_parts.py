@@ -1,0 +1,112 @@
+"""The parts that make `emo-tasks view` fast at full scale (benchmarks/view_scale.py measures the speed): files
+read once per command (`memo`), thumbnails made in worker processes while the samples are read
+(`media.Thumbnailer`).  Here: that they change nothing in what is shown, and when each applies."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from emo_tasks import memo
+from emo_tasks.datafiles import read_jsonl_rows
+from emo_tasks.site import media
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_once_computes_once_per_block_and_again_when_the_file_changes(tmp_path: Path) -> None:
+    f = tmp_path / "rows.jsonl"
+    f.write_text('{"a": 1}\n')
+    calls: list[int] = []
+
+    def compute() -> int:
+        calls.append(1)
+        return len(calls)
+
+    assert memo.once("k", f, compute) == 1 and memo.once("k", f, compute) == 2  # outside a block: every time
+    with memo.remembering():
+        assert memo.once("k", f, compute) == 3 and memo.once("k", f, compute) == 3
+        assert memo.once("other", f, compute) == 4  # another kind of value
+        with memo.remembering():  # a nested block shares the outer one's values
+            assert memo.once("k", f, compute) == 3
+        first = read_jsonl_rows(f)
+        assert read_jsonl_rows(f) == first == [{"a": 1}]
+        f.write_text('{"a": 1}\n{"b": 2}\n')  # changed: another size (and mtime), read again
+        assert read_jsonl_rows(f) == [{"a": 1}, {"b": 2}]
+        assert memo.once("k", f, compute) == 5
+        assert memo.once("k", tmp_path / "missing", compute) == 6  # a file that is not there: no memo
+    assert memo.once("k", f, compute) == 7
+
+
+def _images(folder: Path, n: int) -> list[Path]:
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for i in range(n):
+        p = folder / f"i{i}.{'png' if i % 3 else 'jpg'}"
+        Image.new("RGB", (400 + i, 300), (i * 20 % 256, 80, 160)).save(p)
+        out.append(p)
+    small = folder / "small.jpg"
+    Image.new("RGB", (200, 150), "green").save(small)  # placed as its own bytes
+    (folder / "fake.jpg").write_text("not an image")
+    return [*out, small, folder / "fake.jpg"]
+
+
+def test_worker_processes_make_the_same_thumbnails_as_the_calling_process(tmp_path: Path, monkeypatch) -> None:
+    files = _images(tmp_path / "src", 7)
+    here = media.thumbnails(files, tmp_path / "one", cache=None, workers=1)  # one worker: no pool, in this process
+    monkeypatch.setattr(media.Thumbnailer, "BATCH", 2)
+    with media.Thumbnailer(tmp_path / "many", tmp_path / "cache", workers=2) as pool:
+        pool.add(files[:4])
+        assert isinstance(pool._pool, ProcessPoolExecutor)  # started by the first full batch
+        pool.add(files)  # each file once, however often added
+        there = pool.names()
+    assert there == here and here[files[-1]] is None and len({n for n in here.values() if n}) == len(files) - 1
+    for name in filter(None, here.values()):
+        assert (tmp_path / "many" / name).read_bytes() == (tmp_path / "one" / name).read_bytes()
+        assert (tmp_path / "cache" / name).is_file() or name == here[files[-2]]  # the small JPEG is not cached
+
+
+def test_a_process_that_runs_other_threads_thumbnails_in_threads(tmp_path: Path, monkeypatch) -> None:
+    """fork copies only the forking thread: with another thread running, the workers are threads."""
+    files = _images(tmp_path / "src", 4)
+    monkeypatch.setattr(media.Thumbnailer, "BATCH", 2)
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        with media.Thumbnailer(tmp_path / "t", None, workers=2) as pool:
+            pool.add(files)
+            assert isinstance(pool._pool, ThreadPoolExecutor)
+            names = pool.names()
+    finally:
+        stop.set()
+        other.join()
+    assert names == media.thumbnails(files, tmp_path / "one", cache=None, workers=1)
+
+
+@pytest.mark.slow
+def test_a_script_without_a_main_guard_is_not_run_again_by_the_workers(tmp_path: Path) -> None:
+    """Worker processes are forked, never spawned: a user's script is not imported again in them (spawn would
+    run its top level once per worker, here printing more than one line, or fail)."""
+    files = _images(tmp_path / "src", 6)
+    script = tmp_path / "user_script.py"
+    script.write_text(
+        "from pathlib import Path\n"
+        "from emo_tasks.site import media\n"
+        "media.Thumbnailer.BATCH = 2\n"
+        f"files = [Path(p) for p in {[str(f) for f in files]!r}]\n"
+        f"names = media.thumbnails(files, Path({str(tmp_path / 'out')!r}), None, workers=2)\n"
+        "print('ran', sum(1 for n in names.values() if n))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [f"ran {len(files) - 1}"], proc.stdout + proc.stderr
