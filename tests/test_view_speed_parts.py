@@ -4,11 +4,12 @@ read once per command (`memo`), thumbnails made in worker processes while the sa
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import threading
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -59,15 +60,31 @@ def _images(folder: Path, n: int) -> list[Path]:
     return [*out, small, folder / "fake.jpg"]
 
 
-def test_worker_processes_make_the_same_thumbnails_as_the_calling_process(tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.slow
+def test_worker_processes_make_the_same_thumbnails_as_the_calling_process(tmp_path: Path) -> None:
+    """In a fresh interpreter (a test process may run other tests' threads, and then the workers are threads): the
+    first full batch starts worker processes, and they make the very thumbnails this process makes alone."""
     files = _images(tmp_path / "src", 7)
     here = media.thumbnails(files, tmp_path / "one", cache=None, workers=1)  # one worker: no pool, in this process
-    monkeypatch.setattr(media.Thumbnailer, "BATCH", 2)
-    with media.Thumbnailer(tmp_path / "many", tmp_path / "cache", workers=2) as pool:
-        pool.add(files[:4])
-        assert isinstance(pool._pool, ProcessPoolExecutor)  # started by the first full batch
-        pool.add(files)  # each file once, however often added
-        there = pool.names()
+    script = tmp_path / "workers.py"
+    script.write_text(
+        "import json, sys\n"
+        "from concurrent.futures import ProcessPoolExecutor\n"
+        "from pathlib import Path\n"
+        "from emo_tasks.site import media\n"
+        "media.Thumbnailer.BATCH = 2\n"
+        f"files = [Path(p) for p in {[str(f) for f in files]!r}]\n"
+        f"with media.Thumbnailer(Path({str(tmp_path / 'many')!r}), Path({str(tmp_path / 'cache')!r}), 2) as pool:\n"
+        "    pool.add(files[:4])\n"
+        "    assert isinstance(pool._pool, ProcessPoolExecutor), pool._pool\n"
+        "    pool.add(files)\n"
+        "    names = pool.names()\n"
+        "print(json.dumps({str(k): v for k, v in names.items()}))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    there = {Path(k): v for k, v in json.loads(proc.stdout).items()}
     assert there == here and here[files[-1]] is None and len({n for n in here.values() if n}) == len(files) - 1
     for name in filter(None, here.values()):
         assert (tmp_path / "many" / name).read_bytes() == (tmp_path / "one" / name).read_bytes()
