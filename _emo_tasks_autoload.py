@@ -10,6 +10,10 @@ imports `lmms_eval.tasks`, the finder lets the normal machinery load it, then wr
 `TaskManager()` from Python. At that same moment (never at start-up) it runs `emo_tasks.lmms_patch.apply()`,
 emo_tasks' own adaptation of lmms-eval's dataset loading, which our task YAMLs need.
 
+The same finder waits for `vlmeval.dataset` (VLMEvalKit, and EvalScope's backend): when a program imports it, our
+dataset classes are registered into it (`emo_tasks.vlmeval.register()`), so `python -m vlmeval --data EmoMVEI`
+works in every process that program starts.
+
 `EMO_TASKS_AUTOREGISTER=0` switches both off. A failure in here never breaks the program that triggered it:
 it prints one warning line to stderr and lmms-eval runs as if the hook did not exist.
 """
@@ -19,6 +23,9 @@ import os
 import sys
 
 TARGET = "lmms_eval.tasks"
+#: VLMEvalKit's dataset registry: our classes are added to it right after it is imported.
+VLMEVAL_TARGET = "vlmeval.dataset"
+VLMEVAL_REGISTER = "emo_tasks.vlmeval"
 PACKAGE = "emo_tasks"
 ENV_SWITCH = "EMO_TASKS_AUTOREGISTER"
 # emo_tasks' own lmms-eval adaptations (e.g. `dataset_path: emo_tasks`), applied right after TaskManager is wrapped.
@@ -128,30 +135,59 @@ def _patch_quietly(module: object) -> None:
         _warn(f"{ADAPTATIONS}.apply() failed ({type(exc).__name__}: {exc})")
 
 
+def _register_vlmeval(module: object) -> None:
+    """Our VLMEvalKit datasets into `vlmeval.dataset` (a failure: one warning line, VLMEvalKit runs without them)."""
+    import importlib
+
+    try:
+        importlib.import_module(VLMEVAL_REGISTER).register()
+    except Exception as exc:  # noqa: BLE001
+        _warn(f"could not register emo_tasks' datasets in {VLMEVAL_TARGET} ({type(exc).__name__}: {exc})")
+
+
+def _after_import() -> dict:
+    """module name -> what to do right after it is imported (read when used: tests point the names elsewhere)."""
+    return {TARGET: _patch_quietly, VLMEVAL_TARGET: _register_vlmeval}
+
+
 class _PostImportFinder:
-    """Answers for `lmms_eval.tasks` only, once: takes the spec the other finders give and wraps its loader."""
+    """Answers for `lmms_eval.tasks` and `vlmeval.dataset` only, once each: takes the spec the other finders give
+    and wraps its loader; leaves sys.meta_path when both have been seen."""
 
     marker = _MARK
 
+    def __init__(self) -> None:
+        self.pending: set = set()
+        self.busy = False
+
     def find_spec(self, fullname: str, path: object = None, target: object = None) -> object:
-        if fullname != TARGET:
+        if fullname not in self.pending or self.busy:
             return None
         try:
-            uninstall()
-            spec = None
-            for finder in list(sys.meta_path):
-                find = getattr(finder, "find_spec", None)
-                if find is not None:
-                    spec = find(fullname, path, target)
-                    if spec is not None:
-                        break
+            self.pending.discard(fullname)
+            if not self.pending:
+                uninstall()
+            self.busy = True
+            try:
+                spec = None
+                for finder in list(sys.meta_path):
+                    if finder is self:
+                        continue
+                    find = getattr(finder, "find_spec", None)
+                    if find is not None:
+                        spec = find(fullname, path, target)
+                        if spec is not None:
+                            break
+            finally:
+                self.busy = False
             if spec is None:
-                return None  # no lmms_eval.tasks here: the import fails as it would without us
+                return None  # not installed here: the import fails as it would without us
             loader = spec.loader
             if loader is None or not hasattr(loader, "exec_module"):
-                _warn(f"no loader with exec_module for {TARGET}")
+                _warn(f"no loader with exec_module for {fullname}")
                 return spec
             original = loader.exec_module
+            after = _after_import().get(fullname, _patch_quietly)
 
             def exec_module(module: object) -> None:
                 try:
@@ -159,7 +195,7 @@ class _PostImportFinder:
                 finally:
                     # The loader object is left as it was found, whatever happens.
                     loader.__dict__.pop("exec_module", None)
-                _patch_quietly(module)
+                after(module)
 
             loader.exec_module = exec_module
             return spec
@@ -174,16 +210,24 @@ def uninstall() -> None:
 
 
 def install() -> None:
-    """Arrange for TaskManager to see emo_tasks: now if lmms_eval.tasks is loaded, else when it gets imported."""
+    """Arrange for TaskManager to see emo_tasks (and VLMEvalKit our datasets): now for a module already loaded,
+    else when it gets imported."""
     try:
         if not enabled():
             return
         module = sys.modules.get(TARGET)
         if module is not None and hasattr(module, "TaskManager"):
             _patch_quietly(module)
+        if sys.modules.get(VLMEVAL_TARGET) is not None:
+            _register_vlmeval(sys.modules[VLMEVAL_TARGET])
+        waiting = {name for name in _after_import() if name not in sys.modules}
+        if not waiting:
             return
-        if not any(getattr(f, "marker", None) == _MARK for f in sys.meta_path):
-            sys.meta_path.insert(0, _PostImportFinder())
+        finder = next((f for f in sys.meta_path if getattr(f, "marker", None) == _MARK), None)
+        if finder is None:
+            finder = _PostImportFinder()
+            sys.meta_path.insert(0, finder)
+        finder.pending |= waiting
     except Exception as exc:  # noqa: BLE001 - this runs in every interpreter of the environment
         _warn(f"{type(exc).__name__}: {exc}")
 

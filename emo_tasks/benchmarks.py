@@ -98,6 +98,9 @@ class Benchmark:
     #: "module:function" giving what a viewer shows of each sample of one task of a run, read from the same files
     #: as `read_samples`: (run folder, results file, task) -> list[SampleView] ("" = none).
     view_samples: str = ""
+    #: "module:function"s each giving a VLMEvalKit dataset class (`emo_tasks.vlmeval`; the function imports vlmeval,
+    #: so nothing does unless a class is asked for).
+    vlmeval_datasets: tuple[str, ...] = ()
 
     def owns(self, task: str) -> bool:
         return task in self.tasks or task in self.groups

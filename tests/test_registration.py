@@ -125,6 +125,11 @@ def _fake_env(tmp_path: Path) -> Path:
     (pkg / "broken.py").write_text("raise ValueError('broken on purpose')\n")
     (pkg / "adapt.py").write_text("calls = []\ndef apply():\n    calls.append(1)\n")
     (pkg / "bad_adapt.py").write_text("def apply():\n    raise RuntimeError('adaptation failed')\n")
+    (pkg / "vlm_dataset.py").write_text("DATASET_CLASSES = []\n")  # stands in for vlmeval.dataset
+    (pkg / "vlm_register.py").write_text(
+        "calls = []\ndef register():\n    from fakelmms import vlm_dataset\n"
+        "    vlm_dataset.DATASET_CLASSES.append('ours')\n    calls.append(1)\n"
+    )
     (pkg / "oddsig.py").write_text(
         FAKE_TASKS.replace(
             "(self, include_path=None, include_defaults", "(self, *, include_path=None, include_defaults"
@@ -140,14 +145,20 @@ def test_hook_wraps_on_import_then_removes_itself(tmp_path: Path, emo_dir: str) 
         import _emo_tasks_autoload as hook
         hook.uninstall()
         hook.TARGET, hook.ADAPTATIONS = "fakelmms.tasks", "fakelmms.adapt"
+        hook.VLMEVAL_TARGET, hook.VLMEVAL_REGISTER = "fakelmms.vlm_dataset", "fakelmms.vlm_register"
         hook.install()
         hook.install()  # idempotent: still one finder
-        finders = sum(1 for f in sys.meta_path if getattr(f, "marker", None))
+        count = lambda: sum(1 for f in sys.meta_path if getattr(f, "marker", None))
+        finders = count()
         from fakelmms import tasks
+        waiting = count()  # still waiting for the VLMEvalKit registry
+        from fakelmms import vlm_dataset, vlm_register
         ours = hook.tasks_dir()
         out = {
             "finders_before": finders,
-            "finders_after": sum(1 for f in sys.meta_path if getattr(f, "marker", None)),
+            "finders_waiting": waiting,
+            "registered": [vlm_dataset.DATASET_CLASSES, len(vlm_register.calls)],
+            "finders_after": count(),
             "loader_clean": "exec_module" not in vars(tasks.__spec__.loader),
             "none": tasks.TaskManager().paths,
             "str": tasks.TaskManager("/elsewhere").paths,
@@ -165,7 +176,8 @@ def test_hook_wraps_on_import_then_removes_itself(tmp_path: Path, emo_dir: str) 
     """
     out = _json_tail(_python(code, tmp_path))
     ours = emo_dir
-    assert out["finders_before"] == 1 and out["finders_after"] == 0 and out["loader_clean"]
+    assert out["finders_before"] == 1 and out["finders_waiting"] == 1 and out["finders_after"] == 0
+    assert out["loader_clean"] and out["registered"] == [["ours"], 1]  # registered once, right after the import
     assert out["none"] == [ours]
     assert out["str"] == ["/elsewhere", ours]
     assert out["list"] == ["/a", "/b", ours]
@@ -182,13 +194,15 @@ def test_hook_patches_at_once_when_target_already_imported(tmp_path: Path, emo_d
         import _emo_tasks_autoload as hook
         hook.uninstall()
         hook.TARGET, hook.ADAPTATIONS = "fakelmms.tasks", "fakelmms.not_there"  # nothing to adapt: silent
-        from fakelmms import tasks
+        hook.VLMEVAL_TARGET, hook.VLMEVAL_REGISTER = "fakelmms.vlm_dataset", "fakelmms.vlm_register"
+        from fakelmms import tasks, vlm_dataset, vlm_register
         hook.install()
         finders = [f for f in sys.meta_path if getattr(f, "marker", None)]
-        print(json.dumps({"paths": tasks.TaskManager().paths, "finders": len(finders)}))
+        print(json.dumps({"paths": tasks.TaskManager().paths, "finders": len(finders),
+                          "registered": [vlm_dataset.DATASET_CLASSES, len(vlm_register.calls)]}))
     """
     out = _json_tail(_python(code, tmp_path))
-    assert out == {"paths": [emo_dir], "finders": 0}
+    assert out == {"paths": [emo_dir], "finders": 0, "registered": [["ours"], 1]}
 
 
 def test_hook_failures_never_break_the_program(tmp_path: Path) -> None:
@@ -198,6 +212,7 @@ def test_hook_failures_never_break_the_program(tmp_path: Path) -> None:
         import _emo_tasks_autoload as hook
         hook.uninstall()
         hook.TARGET, hook.ADAPTATIONS = "fakelmms.tasks", "fakelmms.bad_adapt"
+        hook.VLMEVAL_TARGET = "fakelmms.never_imported"
         hook.install()
         def boom():
             raise OSError("disk on fire")
@@ -230,6 +245,7 @@ def test_unknown_signature_or_missing_module_are_left_alone(tmp_path: Path) -> N
         import _emo_tasks_autoload as hook
         hook.uninstall()
         hook.TARGET, hook.ADAPTATIONS = "fakelmms.oddsig", "fakelmms.adapt"
+        hook.VLMEVAL_TARGET = "fakelmms.never_imported"
         hook.install()
         from fakelmms import oddsig
         wrapped = getattr(oddsig.TaskManager.initialize_tasks, "__emo_tasks_autoregister__", False)

@@ -47,4 +47,5 @@ BENCHMARK = Benchmark(
     hooks="emo_tasks.mvei.hooks",
     exports={"mvei-official": "emo_tasks.mvei.export:export_mvei_official"},
     view_samples="emo_tasks.mvei.view:view_samples",
+    vlmeval_datasets=("emo_tasks.mvei.vlmeval:dataset_class",),
 )
