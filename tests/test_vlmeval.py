@@ -58,6 +58,22 @@ def test_scores_equal_the_lmms_eval_tasks_for_the_same_answers() -> None:
     assert host["sampling_off"] is False
 
 
+def test_multiemo_scores_equal_the_lmms_eval_tasks_for_the_same_answers() -> None:
+    from emo_tasks.multiemo import hooks as me_hooks
+    from emo_tasks.multiemo import vlmeval as me_vlmeval
+    from emo_tasks.vlmeval import images
+
+    rows = images.prediction_rows(me_vlmeval.TASK, "EmoMultiEmo_sample")
+    docs = me_hooks.load_task("multiemo/sample", environ())
+    assert len(rows) == len(docs) and all(r["question"] == me_hooks.doc_to_text(docs[r["index"]]) for r in rows)
+    answers = [f"Score: {(i * 37) % 101}. Reason: colours." if i % 11 else "no number" for i in range(len(rows))]
+    preds = [{**r, "prediction": a} for r, a in zip(rows, answers, strict=True)]
+    metrics, lines, host = images.score(me_vlmeval.TASK, "EmoMultiEmo_sample", preds)
+    records = [me_hooks.process_results(doc, [a])["precision_ours"] for doc, a in zip(docs, answers, strict=True)]
+    assert metrics == me_hooks.evaluate(records)  # lmms-eval's own aggregation over the same records
+    assert metrics["n_parse_failed"] > 0 and host["n_infer_failed"] == 0 and len(lines) == len(docs)
+
+
 def test_three_identical_answers_everywhere_say_sampling_was_off() -> None:
     _, _, host = mvei_vlmeval.score_predictions(SAMPLE, _predictions(lambda doc_id, k: ANSWERS[doc_id % 2]))
     assert host["sampling_off"] is True and "temperature" in host["note"]
@@ -74,7 +90,7 @@ def test_a_failed_answer_is_counted_and_its_pair_left_out() -> None:
     ("change", "message"),
     [
         (lambda p: p.append(dict(p[0])), "index 0 appears twice"),
-        (lambda p: p.pop(5), "lack some of their 3 answers (first: sample-01)"),
+        (lambda p: p.pop(5), "1 of 16 rows lack some of their 3 answer(s) (first: index 3)"),
         (lambda p: p[7].update(target="correct #000000000000"), "row 8 (index 7): its target"),
         (lambda p: p[0].update(index=999), "index 999 is no row"),
     ],
@@ -98,7 +114,7 @@ def test_the_run_folder_is_read_by_the_report_with_the_same_numbers(tmp_path: Pa
 
 def test_every_registered_vlmeval_dataset_names_a_function() -> None:
     specs = [s for b in all_benchmarks() for s in b.vlmeval_datasets]
-    assert "emo_tasks.mvei.vlmeval:dataset_class" in specs
+    assert {"emo_tasks.mvei.vlmeval:dataset_class", "emo_tasks.multiemo.vlmeval:dataset_class"} <= set(specs)
     assert all(callable(load_object(s)) for s in specs)  # the function; calling it imports vlmeval
 
 
@@ -129,22 +145,28 @@ def test_python_m_vlmeval_runs_mvei_with_the_numbers_of_lmms_eval(tmp_path: Path
     env = {**os.environ, "OPENAI_API_KEY": key, "PYTHONPATH": str(ROOT)}
     with LoopbackServer(responder=Model(), expected_api_key=key) as srv:
         vlm = subprocess.run(
-            [python, "-m", "vlmeval", "--data", SAMPLE, "--model", "eval-model", "--base-url", srv.base_url,
+            [python, "-m", "vlmeval", "--data", SAMPLE, "EmoMultiEmo_sample", "--model", "eval-model",
+             "--base-url", srv.base_url,
              "--key", key, "--work-dir", str(tmp_path / "vlm")],
             capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900,
         )  # fmt: skip
         lmms = subprocess.run(
             [python, "-m", "lmms_eval", "--model", "openai", "--model_args",
-             f"model_version=eval-model,base_url={srv.base_url}", "--tasks", "mvei_sample", "--batch_size", "1",
+             f"model_version=eval-model,base_url={srv.base_url}", "--tasks", "mvei_sample,multiemo_sample",
+             "--batch_size", "1",
              "--log_samples", "--output_path", str(tmp_path / "lmms")],
             capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900,
         )  # fmt: skip
-    (ours,) = glob.glob(str(tmp_path / "vlm" / "eval-model" / "emo_tasks" / SAMPLE / "*_results.json"))
+    from emo_tasks.multiemo import scoring as me_scoring
+
     (theirs,) = glob.glob(str(tmp_path / "lmms" / "**" / "*_results.json"), recursive=True)
-    got = json.loads(Path(ours).read_text())["results"]["mvei_sample"]
-    want = json.loads(Path(theirs).read_text())["results"]["mvei_sample"]
-    names = [f"{m.name},none" for m in scoring.TABLE]
-    assert {k: got[k] for k in names} == {k: want[k] for k in names}, vlm.stderr[-2000:] + lmms.stderr[-2000:]
+    want_all = json.loads(Path(theirs).read_text())["results"]
+    for dataset, task, table in (("EmoMultiEmo_sample", "multiemo_sample", me_scoring.TABLE),
+                                 (SAMPLE, "mvei_sample", scoring.TABLE)):  # fmt: skip
+        (ours,) = glob.glob(str(tmp_path / "vlm" / "eval-model" / "emo_tasks" / dataset / "*_results.json"))
+        got, want = json.loads(Path(ours).read_text())["results"][task], want_all[task]
+        names = [f"{m.name},none" for m in table]
+        assert {k: got[k] for k in names} == {k: want[k] for k in names}, vlm.stderr[-2000:] + lmms.stderr[-2000:]
     assert "EmoMVEI_sample" in vlm.stdout + vlm.stderr and key not in Path(ours).read_text()
     shown = subprocess.run([python, "-m", "emo_tasks", "report", str(Path(ours).parent), "--format", "json"],
                            capture_output=True, text=True, env=env, timeout=300)  # fmt: skip

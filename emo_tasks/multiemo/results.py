@@ -95,4 +95,5 @@ BENCHMARK = Benchmark(
     exports={"multiemo-table": "emo_tasks.multiemo.export:export_multiemo_table"},
     judge_setup=judge_setup,
     view_samples="emo_tasks.multiemo.view:view_samples",
+    vlmeval_datasets=("emo_tasks.multiemo.vlmeval:dataset_class",),
 )

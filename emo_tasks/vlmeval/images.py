@@ -1,0 +1,162 @@
+"""An image benchmark as a VLMEvalKit dataset: one `ImageTask` description per benchmark, the rows VLMEvalKit asks,
+the scoring of its predictions by the lmms-eval task's own hooks, and the dataset class built from both.
+
+The rows are the lmms-eval task's docs (`hooks.load_task`), each asked `repeats` times (VLMEvalKit asks once per
+row: index = repeats * doc_id + k), with the task's own prompt (`doc_to_text`) and row hash (`doc_to_target`).
+`score` proves every prediction row is the run's before it counts: each (doc, k) once, every doc with all its
+answers, the row's `target` equal to the data's now (anything else: a DataError naming the row).  A row VLMEvalKit
+could not answer (its failure marker) is counted (`n_infer_failed`) and its doc left out (the benchmark's own
+metrics then say what is missing), never read as an answer.  Then `process_results` per doc and the task's
+`evaluate` over the records: the numbers of the lmms-eval task for the same answers.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from emo_tasks.common import DataError
+from emo_tasks.settings import environ
+
+#: VLMEvalKit's answer when the model call failed after its retries (`vlmeval.smp.file.INFER_FAIL_MSG`).
+INFER_FAIL = "Failed to obtain answer"
+
+
+@dataclass(frozen=True)
+class ImageTask:
+    """What VLMEvalKit needs to know of one image benchmark."""
+
+    #: VLMEvalKit dataset name -> (our lmms-eval task, its dataset_name)
+    names: Mapping[str, tuple[str, str]]
+    #: the lmms-eval hooks module (load_task, doc_to_text, doc_to_target, process_results, evaluate)
+    hooks: str
+    #: the headline metric VLMEvalKit's summary shows
+    primary: str
+    #: answers per doc (MVEI: the paper's three sampled answers)
+    repeats: int = 1
+    #: the doc fields copied into the prediction table beside the prompt (for people reading it)
+    columns: tuple[str, ...] = ()
+    #: (sample-log lines) -> benchmark facts for the results (e.g. MVEI's `sampling_off`)
+    flags: Callable[[list[dict[str, Any]]], dict[str, Any]] = field(default=lambda lines: {})
+
+
+def _hooks(task: ImageTask) -> Any:
+    return importlib.import_module(task.hooks)
+
+
+def _docs(task: ImageTask, dataset: str, env: Mapping[str, str] | None) -> list[dict[str, Any]]:
+    return _hooks(task).load_task(task.names[dataset][1], environ() if env is None else env)
+
+
+def prediction_rows(task: ImageTask, dataset: str, env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """The rows VLMEvalKit asks the model: `repeats` per doc, each with its prompt, image and target."""
+    hooks = _hooks(task)
+    rows = []
+    for doc_id, doc in enumerate(_docs(task, dataset, env)):
+        question, target = hooks.doc_to_text(doc), hooks.doc_to_target(doc)
+        for k in range(task.repeats):
+            rows.append({
+                "index": task.repeats * doc_id + k, "doc_id": doc_id, "repeat": k, "image_path": doc["image_path"],
+                "question": question, "target": target, **{c: doc[c] for c in task.columns},
+            })  # fmt: skip
+    return rows
+
+
+def collect_answers(
+    task: ImageTask, dataset: str, predictions: Sequence[Mapping[str, Any]], docs: Sequence[dict[str, Any]]
+) -> tuple[dict[int, list[str]], set[int]]:
+    """({doc_id: its answers in order}, doc_ids with a failed answer) from VLMEvalKit's prediction rows, each
+    proven to be the run's (module docstring)."""
+    hooks = _hooks(task)
+    targets = [hooks.doc_to_target(doc) for doc in docs]
+    answers: dict[int, dict[int, str]] = {}
+    failed: set[int] = set()
+    for n, row in enumerate(predictions, start=1):
+        try:
+            index = int(row["index"])
+        except (KeyError, TypeError, ValueError):
+            raise DataError(f"{dataset} prediction row {n}: no integer `index`") from None
+        doc_id, k = divmod(index, task.repeats)
+        if not 0 <= doc_id < len(docs):
+            raise DataError(f"{dataset} prediction row {n}: index {index} is no row of {dataset} ({len(docs)} docs)")
+        if str(row.get("target")) != targets[doc_id]:
+            raise DataError(
+                f"{dataset} prediction row {n} (index {index}): its target {row.get('target')!r} is not the data's "
+                f"now ({targets[doc_id]!r}); the predictions are of other data"
+            )
+        if k in answers.setdefault(doc_id, {}):
+            raise DataError(f"{dataset} prediction row {n}: index {index} appears twice")
+        text = "" if row.get("prediction") is None else str(row["prediction"])
+        if INFER_FAIL in text:
+            failed.add(doc_id)
+        answers[doc_id][k] = text
+    missing = [i for i in range(len(docs)) if len(answers.get(i, {})) != task.repeats]
+    if missing:
+        raise DataError(
+            f"{dataset}: {len(missing)} of {len(docs)} rows lack some of their {task.repeats} answer(s) (first: "
+            f"index {task.repeats * missing[0]}); evaluate a complete prediction file"
+        )
+    return {i: [got[k] for k in range(task.repeats)] for i, got in answers.items()}, failed
+
+
+def score(
+    task: ImageTask, dataset: str, predictions: Sequence[Mapping[str, Any]], env: Mapping[str, str] | None = None
+) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+    """(metrics, lmms-eval-shaped sample-log lines, host facts) of VLMEvalKit's prediction rows."""
+    hooks = _hooks(task)
+    docs = _docs(task, dataset, env)
+    answers, failed = collect_answers(task, dataset, predictions, docs)
+    lines, records = [], []
+    for doc_id, doc in enumerate(docs):
+        if doc_id in failed:
+            continue
+        got = answers[doc_id]
+        record = hooks.process_results(doc, [got] if task.repeats > 1 else got)
+        records.append(next(iter(record.values())))
+        lines.append({
+            "doc_id": doc_id, "target": hooks.doc_to_target(doc), "input": hooks.doc_to_text(doc),
+            "input_media": [doc["image_path"]], "resps": [[a] for a in got], "filtered_resps": got, **record,
+        })  # fmt: skip
+    metrics = hooks.evaluate(records)
+    host = {"dataset": dataset, "task": task.names[dataset][0], "n_infer_failed": len(failed), **task.flags(lines)}
+    return metrics, lines, host
+
+
+def dataset_class(task: ImageTask, class_name: str, doc: str) -> type:
+    """The VLMEvalKit dataset class of `task` (imports vlmeval)."""
+    import pandas as pd
+    from vlmeval.dataset.image_base import ImageBaseDataset
+    from vlmeval.smp import load
+
+    from . import HOST_TYPE
+    from .runfolder import run_dir, write_run
+
+    def load_data(self: Any, dataset: str) -> Any:
+        return pd.DataFrame(prediction_rows(task, dataset))
+
+    def build_prompt(self: Any, line: Any) -> list[dict[str, str]]:
+        if isinstance(line, int):
+            line = self.data.iloc[line]
+        return [dict(type="image", value=str(line["image_path"])), dict(type="text", value=line["question"])]
+
+    def report_primary_metric(cls: Any, metrics: dict[str, Any] | None) -> dict[str, float]:
+        value = (metrics or {}).get(task.primary)
+        return {task.primary: value} if isinstance(value, int | float) else {}
+
+    def evaluate(self: Any, eval_file: str, **judge_kwargs: Any) -> dict[str, Any]:
+        metrics, lines, host = score(task, self.dataset_name, load(eval_file).to_dict("records"))
+        lmms_task, dataset_name = task.names[self.dataset_name]
+        host["prediction_file"] = str(Path(eval_file).resolve())
+        config = {"dataset_name": dataset_name, "repeats": task.repeats}
+        write_run(run_dir(eval_file, self.dataset_name), lmms_task, metrics, lines, config,
+                  Path(eval_file).parent.name, host)  # fmt: skip
+        return {**metrics, **{k: v for k, v in host.items() if isinstance(v, int | float | bool)}}
+
+    return type(class_name, (ImageBaseDataset,), {
+        "__doc__": doc, "TYPE": HOST_TYPE, "MODALITY": "IMAGE", "DATASET_URL": dict.fromkeys(task.names, ""),
+        "load_data": load_data, "build_prompt": build_prompt, "evaluate": evaluate,
+        "report_primary_metric": classmethod(report_primary_metric),
+    })  # fmt: skip
