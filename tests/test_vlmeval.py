@@ -172,6 +172,9 @@ def test_python_m_vlmeval_runs_mvei_with_the_numbers_of_lmms_eval(tmp_path: Path
                            capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
     assert shown.returncode == 0, shown.stderr
     assert f"{got['acc_total,none']}" in shown.stdout
+    gate = subprocess.run([python, "-m", "emo_tasks", "compare", str(Path(theirs).parent), str(Path(ours).parent)],
+                          capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    assert gate.returncode == 0 and "mvei_sample" in gate.stdout, gate.stdout + gate.stderr  # across the hosts
     for args in (
         ["view", str(Path(ours).parent), "--out", str(tmp_path / "site")],
         ["export", str(Path(ours).parent), "--format", "mvei-official", "--out", str(tmp_path / "export")],

@@ -132,7 +132,7 @@ def dataset_class(task: ImageTask, class_name: str, doc: str) -> type:
     from vlmeval.smp import load
 
     from . import HOST_TYPE
-    from .runfolder import run_dir, write_run
+    from .runfolder import prompt_config, run_dir, write_run
 
     def load_data(self: Any, dataset: str) -> Any:
         return pd.DataFrame(prediction_rows(task, dataset))
@@ -150,7 +150,7 @@ def dataset_class(task: ImageTask, class_name: str, doc: str) -> type:
         metrics, lines, host = score(task, self.dataset_name, load(eval_file).to_dict("records"))
         lmms_task, dataset_name = task.names[self.dataset_name]
         host["prediction_file"] = str(Path(eval_file).resolve())
-        config = {"dataset_name": dataset_name, "repeats": task.repeats}
+        config = {"dataset_name": dataset_name, "repeats": task.repeats, **prompt_config(task.hooks, lmms_task)}
         write_run(run_dir(eval_file, self.dataset_name), lmms_task, metrics, lines, config,
                   Path(eval_file).parent.name, host)  # fmt: skip
         return {**metrics, **{k: v for k, v in host.items() if isinstance(v, int | float | bool)}}

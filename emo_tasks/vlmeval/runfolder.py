@@ -18,6 +18,33 @@ from emo_tasks.common import atomic_write_text
 FOLDER = "emo_tasks"
 
 
+def prompt_config(hooks_module: str, task: str) -> dict[str, Any]:
+    """What lmms-eval records of the task's prompt (`report.PROMPT_FIELDS`) and metadata, read from the task's own
+    YAML (and the template it includes) beside `hooks_module`: a VLMEvalKit run asks the task's `doc_to_text` with
+    its default kwargs, as lmms-eval does, so `compare` can pair it with an lmms-eval run of the same task."""
+    import importlib
+
+    import yaml
+
+    class Tolerant(yaml.SafeLoader):
+        """lmms-eval's `!function module.name` tags read as their names."""
+
+    Tolerant.add_multi_constructor("!", lambda loader, tag, node: f"<function {node.value.rsplit('.', 1)[-1]}>")
+    folder = Path(importlib.import_module(hooks_module).__file__).parent
+    for path in sorted(folder.glob("*.yaml")):
+        conf = yaml.load(path.read_text(encoding="utf-8"), Loader=Tolerant) or {}  # noqa: S506 - SafeLoader's
+        if conf.get("task") != task:
+            continue
+        if conf.get("include"):
+            base = yaml.load((folder / conf["include"]).read_text(encoding="utf-8"), Loader=Tolerant) or {}  # noqa: S506
+            conf = {**base, **conf}
+        out = {"description": "", "num_fewshot": 0}
+        out.update({k: conf[k] for k in ("doc_to_text", "doc_to_messages", "lmms_eval_specific_kwargs",
+                                          "description", "num_fewshot", "metadata") if k in conf})  # fmt: skip
+        return out
+    raise ValueError(f"no task YAML for {task} in {folder}")
+
+
 def run_dir(eval_file: str | Path, dataset: str) -> Path:
     return Path(eval_file).resolve().parent / FOLDER / dataset
 
@@ -39,7 +66,7 @@ def write_run(
     results = {
         "results": {task: {"alias": task, **{f"{k},none": v for k, v in metrics.items()}}},
         "configs": {task: {"task": task, **config}},
-        "versions": {task: config.get("version", 0.1)},
+        "versions": {task: (config.get("metadata") or {}).get("version")},
         "n-samples": {task: {"original": n, "effective": n}},
         "config": {"model": "vlmevalkit", "model_args": f"model={model}"},
         "date": stamp,
