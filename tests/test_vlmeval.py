@@ -79,6 +79,28 @@ def test_three_identical_answers_everywhere_say_sampling_was_off() -> None:
     assert host["sampling_off"] is True and "temperature" in host["note"]
 
 
+def test_an_empty_answer_read_back_from_xlsx_is_empty_not_nan() -> None:
+    preds = _predictions()
+    preds[0]["prediction"], preds[1]["prediction"] = float("nan"), None  # pandas' empty xlsx cell; a missing one
+    _, lines, _ = mvei_vlmeval.score_predictions(SAMPLE, preds)
+    assert lines[0]["filtered_resps"][:2] == ["", ""] and lines[0]["acc_total"]["decisions"][:2] == ["give_up"] * 2
+
+
+def test_the_prompt_settings_are_the_task_yamls() -> None:
+    from emo_tasks.vlmeval.runfolder import prompt_config
+
+    conf = prompt_config("emo_tasks.mvei.hooks", "mvei_sample")
+    assert conf == {
+        "description": "",
+        "num_fewshot": 0,
+        "doc_to_text": "<function doc_to_text>",
+        "lmms_eval_specific_kwargs": {"default": {}},
+        "metadata": {"version": 0.1, "benchmark": "MVEI"},
+    }
+    with pytest.raises(ValueError, match="no task YAML for nothing"):
+        prompt_config("emo_tasks.mvei.hooks", "nothing")
+
+
 def test_a_failed_answer_is_counted_and_its_pair_left_out() -> None:
     preds = _predictions()
     preds[4]["prediction"] = "Failed to obtain answer via API."

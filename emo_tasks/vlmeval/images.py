@@ -89,7 +89,7 @@ def collect_answers(
             )
         if k in answers.setdefault(doc_id, {}):
             raise DataError(f"{dataset} prediction row {n}: index {index} appears twice")
-        text = "" if row.get("prediction") is None else str(row["prediction"])
+        text = _answer(row.get("prediction"))
         if INFER_FAIL in text:
             failed.add(doc_id)
         answers[doc_id][k] = text
@@ -100,6 +100,13 @@ def collect_answers(
             f"index {task.repeats * missing[0]}); evaluate a complete prediction file"
         )
     return {i: [got[k] for k in range(task.repeats)] for i, got in answers.items()}, failed
+
+
+def _answer(value: Any) -> str:
+    """A prediction cell as text: an empty answer comes back from VLMEvalKit's xlsx as NaN (or None), never "nan"."""
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    return str(value)
 
 
 def score(
