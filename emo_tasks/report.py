@@ -559,6 +559,11 @@ def run_notes(run: Run, present: Sequence[Benchmark] | None = None) -> list[str]
     lines = []
     if run.choice:
         lines.append(f"results file {run.results_file} ({run.choice})")
+    host = run.data.get("emo_tasks_vlmeval") or {}  # a VLMEvalKit run (emo_tasks/vlmeval): what it flagged
+    if host.get("n_infer_failed"):
+        lines.append(f"{host.get('task')}: {host['n_infer_failed']} answers VLMEvalKit could not get (left out)")
+    if host.get("note"):
+        lines.append(f"{host.get('task')}: {host['note']}")
     for task, part in sorted(((run.data.get(_MARKER) or {}).get("partial") or {}).items()):
         lines.append(
             f"{task}: a partial judgement (emo-tasks judge --partial): {part.get('judged')} of the {part.get('of')} "

@@ -124,6 +124,16 @@ def test_rows_that_are_not_the_runs_are_refused(change, message: str) -> None:
         mvei_vlmeval.score_predictions(SAMPLE, preds)
 
 
+def test_the_report_says_what_the_vlmeval_run_flagged(tmp_path: Path) -> None:
+    preds = _predictions(lambda doc_id, k: ANSWERS[doc_id % 2])
+    preds[0]["prediction"] = "Failed to obtain answer via API."
+    metrics, lines, host = mvei_vlmeval.score_predictions(SAMPLE, preds)
+    write_run(tmp_path / "run", "mvei_sample", metrics, lines, {"dataset_name": "mvei/sample"}, "m", host)
+    notes = report.run_notes(report.load_run(tmp_path / "run"))
+    assert "mvei_sample: 1 answers VLMEvalKit could not get (left out)" in notes
+    assert any(n.startswith("mvei_sample: the three answers of every pair are identical") for n in notes)
+
+
 def test_the_run_folder_is_read_by_the_report_with_the_same_numbers(tmp_path: Path) -> None:
     metrics, lines, host = mvei_vlmeval.score_predictions(SAMPLE, _predictions())
     results = write_run(tmp_path / "run", "mvei_sample", metrics, lines, {"dataset_name": "mvei/sample"}, "m", host)
