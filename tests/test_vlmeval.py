@@ -144,6 +144,15 @@ def test_the_run_folder_is_read_by_the_report_with_the_same_numbers(tmp_path: Pa
     assert json.loads(results.read_text())["emo_tasks_vlmeval"]["sampling_off"] is False
 
 
+def test_evaluating_the_same_predictions_again_rewrites_the_same_run(tmp_path: Path) -> None:
+    metrics, lines, host = mvei_vlmeval.score_predictions(SAMPLE, _predictions())
+    args = (tmp_path / "run", "mvei_sample", metrics, lines, {"dataset_name": "mvei/sample"}, "m", host)
+    first = write_run(*args, when=1_700_000_000.0)
+    assert write_run(*args, when=1_700_000_000.0) == first
+    assert len(list((tmp_path / "run").glob("*_results.json"))) == 1  # `report` needs no --run
+    assert report.load_run(tmp_path / "run").results_file == first
+
+
 def test_every_registered_vlmeval_dataset_names_a_function() -> None:
     specs = [s for b in all_benchmarks() for s in b.vlmeval_datasets]
     assert {"emo_tasks.mvei.vlmeval:dataset_class", "emo_tasks.multiemo.vlmeval:dataset_class"} <= set(specs)

@@ -159,7 +159,7 @@ def dataset_class(task: ImageTask, class_name: str, doc: str) -> type:
         host["prediction_file"] = str(Path(eval_file).resolve())
         config = {"dataset_name": dataset_name, "repeats": task.repeats, **prompt_config(task.hooks, lmms_task)}
         write_run(run_dir(eval_file, self.dataset_name), lmms_task, metrics, lines, config,
-                  Path(eval_file).parent.name, host)  # fmt: skip
+                  Path(eval_file).parent.name, host, when=Path(eval_file).stat().st_mtime)  # fmt: skip
         return {**metrics, **{k: v for k, v in host.items() if isinstance(v, int | float | bool)}}
 
     return type(class_name, (ImageBaseDataset,), {

@@ -57,11 +57,14 @@ def write_run(
     config: Mapping[str, Any],
     model: str,
     host: Mapping[str, Any],
+    when: float | None = None,
 ) -> Path:
     """Write the results file and the sample log of one task into `folder`; returns the results file.  `host`:
-    what the results say of the host run (VLMEvalKit's files, the generation settings known, flags)."""
+    what the results say of the host run (VLMEvalKit's files, the generation settings known, flags).  `when`: the
+    time the files are named by (the prediction file's mtime: evaluating the same predictions again rewrites the
+    same run instead of adding a second one to the folder); now when not given."""
     folder.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now().strftime("%Y%m%d_%H%M%S")
+    stamp = (datetime.fromtimestamp(when) if when is not None else datetime.now()).strftime("%Y%m%d_%H%M%S")
     n = len(lines)
     results = {
         "results": {task: {"alias": task, **{f"{k},none": v for k, v in metrics.items()}}},
