@@ -63,7 +63,7 @@ def encode(src: Path, dest: Path) -> None:
 
     with Image.open(src) as im:
         if im.format == "JPEG" and im.mode in ("RGB", "L") and max(im.size) <= MAX_SIDE:
-            _copy_whole(src, dest)  # already a small JPEG (a judge's frame): its own bytes, nothing re-encoded
+            _place(src, dest)  # already a small JPEG (a judge's frame): its own bytes, nothing re-encoded
             return
         im.draft("RGB", (MAX_SIDE, MAX_SIDE))  # a JPEG decodes at a reduced scale: much faster
         im.thumbnail((MAX_SIDE, MAX_SIDE), Image.Resampling.BILINEAR)
@@ -83,13 +83,14 @@ def encode(src: Path, dest: Path) -> None:
             raise
 
 
-def _copy_whole(src: Path, dest: Path) -> None:
-    """`src`'s bytes at `dest`: a hard link (no copy; files are never rewritten in place), else a copy written whole
-    or not at all."""
+def _place(src: Path, dest: Path) -> None:
+    """`src`'s bytes at `dest` (a small JPEG as it is, or a cached thumbnail): a hard link (no copy; files are
+    never rewritten in place), else a copy written whole or not at all; `dest` already there is the same content
+    (its name is the content's hash), placed meanwhile."""
     try:
         os.link(src, dest)
         return
-    except FileExistsError:  # the same content, placed meanwhile
+    except FileExistsError:
         return
     except OSError:  # another file system, or links not allowed
         pass
@@ -101,15 +102,6 @@ def _copy_whole(src: Path, dest: Path) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def _place(cached: Path, dest: Path) -> None:
-    try:
-        os.link(cached, dest)
-    except FileExistsError:  # the same content under another source path, placed meanwhile
-        pass
-    except OSError:  # another file system, or links not allowed
-        shutil.copyfile(cached, dest)
 
 
 def thumbnail(src: Path, media_dir: Path, cache: Path | None) -> str | None:
