@@ -75,6 +75,31 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
         yield n, obj
 
 
+class FunctionRef(str):
+    """A task YAML's `!function module.name` (lmms-eval's tag), kept as its text."""
+
+
+def task_configs() -> dict[str, dict[str, Any]]:
+    """Task name -> its YAML under emo_tasks/<benchmark>/ as lmms-eval reads it: the file's keys over those of the
+    template it `include`s, a `!function` value as a `FunctionRef`.  Read afresh (the YAMLs installed now)."""
+    import yaml
+
+    class _Loader(yaml.SafeLoader):
+        pass
+
+    _Loader.add_constructor("!function", lambda loader, node: FunctionRef(loader.construct_scalar(node)))
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted(Path(__file__).parent.glob("*/*.yaml")):
+        doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader) or {}  # noqa: S506 - a SafeLoader
+        if not isinstance(doc.get("task"), str):
+            continue
+        if doc.get("include"):
+            base = yaml.load((path.parent / doc["include"]).read_text(encoding="utf-8"), Loader=_Loader) or {}  # noqa: S506
+            doc = {**base, **doc}
+        out[doc["task"]] = doc
+    return out
+
+
 @cache
 def load_yaml(path: str) -> Any:
     """A package data file (prompts, protocol tables), parsed once per process."""

@@ -180,24 +180,9 @@ def _deferred_name(task: str) -> str:
 # ------------------------------------------------------------------------------------------------ checks
 def current_versions() -> dict[str, Any]:
     """Task name -> `metadata.version` of the task YAMLs installed now."""
-    import yaml
+    from emo_tasks.common import task_configs
 
-    class _Loader(yaml.SafeLoader):
-        pass
-
-    _Loader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
-    root = Path(__file__).parent
-    versions: dict[str, Any] = {}
-    for path in sorted(root.glob("*/*.yaml")):
-        doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader) or {}
-        if not isinstance(doc.get("task"), str):
-            continue
-        meta = doc.get("metadata")
-        if meta is None and doc.get("include"):
-            base = yaml.load((path.parent / doc["include"]).read_text(encoding="utf-8"), Loader=_Loader) or {}
-            meta = base.get("metadata")
-        versions[doc["task"]] = (meta or {}).get("version")
-    return versions
+    return {task: (conf.get("metadata") or {}).get("version") for task, conf in task_configs().items()}
 
 
 def model_kwargs(recorded: Mapping[str, Any] | None, model: str | None) -> dict[str, Any] | None:

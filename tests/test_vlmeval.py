@@ -89,7 +89,7 @@ def test_an_empty_answer_read_back_from_xlsx_is_empty_not_nan() -> None:
 def test_the_prompt_settings_are_the_task_yamls() -> None:
     from emo_tasks.vlmeval.runfolder import prompt_config
 
-    conf = prompt_config("emo_tasks.mvei.hooks", "mvei_sample")
+    conf = prompt_config("mvei_sample")
     assert conf == {
         "description": "",
         "num_fewshot": 0,
@@ -98,7 +98,7 @@ def test_the_prompt_settings_are_the_task_yamls() -> None:
         "metadata": {"version": 0.1, "benchmark": "MVEI"},
     }
     with pytest.raises(ValueError, match="no task YAML for nothing"):
-        prompt_config("emo_tasks.mvei.hooks", "nothing")
+        prompt_config("nothing")
 
 
 def test_a_failed_answer_is_counted_and_its_pair_left_out() -> None:

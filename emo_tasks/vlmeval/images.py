@@ -66,12 +66,10 @@ def prediction_rows(task: ImageTask, dataset: str, env: Mapping[str, str] | None
 
 
 def collect_answers(
-    task: ImageTask, dataset: str, predictions: Sequence[Mapping[str, Any]], docs: Sequence[dict[str, Any]]
+    task: ImageTask, dataset: str, predictions: Sequence[Mapping[str, Any]], targets: Sequence[str]
 ) -> tuple[dict[int, list[str]], set[int]]:
     """({doc_id: its answers in order}, doc_ids with a failed answer) from VLMEvalKit's prediction rows, each
-    proven to be the run's (module docstring)."""
-    hooks = _hooks(task)
-    targets = [hooks.doc_to_target(doc) for doc in docs]
+    proven to be the run's (module docstring) against the data's docs' `targets` (`doc_to_target`, in order)."""
     answers: dict[int, dict[int, str]] = {}
     failed: set[int] = set()
     for n, row in enumerate(predictions, start=1):
@@ -80,8 +78,8 @@ def collect_answers(
         except (KeyError, TypeError, ValueError):
             raise DataError(f"{dataset} prediction row {n}: no integer `index`") from None
         doc_id, k = divmod(index, task.repeats)
-        if not 0 <= doc_id < len(docs):
-            raise DataError(f"{dataset} prediction row {n}: index {index} is no row of {dataset} ({len(docs)} docs)")
+        if not 0 <= doc_id < len(targets):
+            raise DataError(f"{dataset} prediction row {n}: index {index} is no row of {dataset} ({len(targets)} docs)")
         if str(row.get("target")) != targets[doc_id]:
             raise DataError(
                 f"{dataset} prediction row {n} (index {index}): its target {row.get('target')!r} is not the data's "
@@ -93,10 +91,10 @@ def collect_answers(
         if INFER_FAIL in text:
             failed.add(doc_id)
         answers[doc_id][k] = text
-    missing = [i for i in range(len(docs)) if len(answers.get(i, {})) != task.repeats]
+    missing = [i for i in range(len(targets)) if len(answers.get(i, {})) != task.repeats]
     if missing:
         raise DataError(
-            f"{dataset}: {len(missing)} of {len(docs)} rows lack some of their {task.repeats} answer(s) (first: "
+            f"{dataset}: {len(missing)} of {len(targets)} rows lack some of their {task.repeats} answer(s) (first: "
             f"index {task.repeats * missing[0]}); evaluate a complete prediction file"
         )
     return {i: [got[k] for k in range(task.repeats)] for i, got in answers.items()}, failed
@@ -115,7 +113,8 @@ def score(
     """(metrics, lmms-eval-shaped sample-log lines, host facts) of VLMEvalKit's prediction rows."""
     hooks = _hooks(task)
     docs = _docs(task, dataset, env)
-    answers, failed = collect_answers(task, dataset, predictions, docs)
+    targets = [hooks.doc_to_target(doc) for doc in docs]
+    answers, failed = collect_answers(task, dataset, predictions, targets)
     lines, records = [], []
     for doc_id, doc in enumerate(docs):
         if doc_id in failed:
@@ -124,7 +123,7 @@ def score(
         record = hooks.process_results(doc, [got] if task.repeats > 1 else got)
         records.append(next(iter(record.values())))
         lines.append({
-            "doc_id": doc_id, "target": hooks.doc_to_target(doc), "input": hooks.doc_to_text(doc),
+            "doc_id": doc_id, "target": targets[doc_id], "input": hooks.doc_to_text(doc),
             "input_media": [doc["image_path"]], "resps": [[a] for a in got], "filtered_resps": got, **record,
         })  # fmt: skip
     metrics = hooks.evaluate(records)
@@ -157,7 +156,7 @@ def dataset_class(task: ImageTask, class_name: str, doc: str) -> type:
         metrics, lines, host = score(task, self.dataset_name, load(eval_file).to_dict("records"))
         lmms_task, dataset_name = task.names[self.dataset_name]
         host["prediction_file"] = str(Path(eval_file).resolve())
-        config = {"dataset_name": dataset_name, "repeats": task.repeats, **prompt_config(task.hooks, lmms_task)}
+        config = {"dataset_name": dataset_name, "repeats": task.repeats, **prompt_config(lmms_task)}
         write_run(run_dir(eval_file, self.dataset_name), lmms_task, metrics, lines, config,
                   Path(eval_file).parent.name, host, when=Path(eval_file).stat().st_mtime)  # fmt: skip
         return {**metrics, **{k: v for k, v in host.items() if isinstance(v, int | float | bool)}}

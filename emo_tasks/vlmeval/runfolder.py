@@ -18,31 +18,23 @@ from emo_tasks.common import atomic_write_text
 FOLDER = "emo_tasks"
 
 
-def prompt_config(hooks_module: str, task: str) -> dict[str, Any]:
-    """What lmms-eval records of the task's prompt (`report.PROMPT_FIELDS`) and metadata, read from the task's own
-    YAML (and the template it includes) beside `hooks_module`: a VLMEvalKit run asks the task's `doc_to_text` with
-    its default kwargs, as lmms-eval does, so `compare` can pair it with an lmms-eval run of the same task."""
-    import importlib
+def prompt_config(task: str) -> dict[str, Any]:
+    """What lmms-eval records of the task's prompt (`report.PROMPT_FIELDS`) and its metadata, from the task's YAML
+    (`common.task_configs`): a VLMEvalKit run asks the task's `doc_to_text` with its default kwargs, as lmms-eval
+    does, so `compare` can pair it with an lmms-eval run of the same task.  A `!function` is written as lmms-eval
+    writes it ("<function name>", as `compare` reads it without the address)."""
+    from emo_tasks.common import FunctionRef, task_configs
+    from emo_tasks.report import PROMPT_FIELDS
 
-    import yaml
-
-    class Tolerant(yaml.SafeLoader):
-        """lmms-eval's `!function module.name` tags read as their names."""
-
-    Tolerant.add_multi_constructor("!", lambda loader, tag, node: f"<function {node.value.rsplit('.', 1)[-1]}>")
-    folder = Path(importlib.import_module(hooks_module).__file__).parent
-    for path in sorted(folder.glob("*.yaml")):
-        conf = yaml.load(path.read_text(encoding="utf-8"), Loader=Tolerant) or {}  # noqa: S506 - SafeLoader's
-        if conf.get("task") != task:
-            continue
-        if conf.get("include"):
-            base = yaml.load((folder / conf["include"]).read_text(encoding="utf-8"), Loader=Tolerant) or {}  # noqa: S506
-            conf = {**base, **conf}
-        out = {"description": "", "num_fewshot": 0}
-        out.update({k: conf[k] for k in ("doc_to_text", "doc_to_messages", "lmms_eval_specific_kwargs",
-                                          "description", "num_fewshot", "metadata") if k in conf})  # fmt: skip
-        return out
-    raise ValueError(f"no task YAML for {task} in {folder}")
+    conf = task_configs().get(task)
+    if conf is None:
+        raise ValueError(f"no task YAML for {task} under emo_tasks/")
+    out: dict[str, Any] = {"description": "", "num_fewshot": 0}  # lmms-eval's defaults
+    for key in (*PROMPT_FIELDS, "metadata"):
+        if key in conf:
+            value = conf[key]
+            out[key] = f"<function {value.rsplit('.', 1)[-1]}>" if isinstance(value, FunctionRef) else value
+    return out
 
 
 def run_dir(eval_file: str | Path, dataset: str) -> Path:
