@@ -218,7 +218,7 @@ def read_sample_log(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def log_values(
+def sample_log_values(
     log: Path, values_of: Callable[[list[dict[str, Any]]], dict[str, dict[Any, float]]]
 ) -> dict[str, dict[Any, float]]:
     """`values_of` the lines of a sample log (`read_sample_log`), computed once per `memo.remembering()` block: the
@@ -254,7 +254,7 @@ def read_sample_values(
             ]
         )
     try:
-        values = log_values(log, values_of)
+        values = sample_log_values(log, values_of)
     except Exception as exc:  # noqa: BLE001 - a bad or unmatched log costs the CIs, not the report
         return SampleValues(notes=[f"{task}: could not read per-sample values from {log.name} ({exc!r}); no CIs"])
     return SampleValues(values=values)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from emo_tasks.benchmarks import SampleView
-from emo_tasks.datafiles import log_values, read_sample_log, sample_log
+from emo_tasks.datafiles import read_sample_log, sample_log, sample_log_values
 
 from .results import images_of, sample_values
 from .scoring import EMOTIONS, dominant_set
@@ -46,7 +46,7 @@ def view_samples(run_dir: Path, results_file: Path, task: str) -> list[SampleVie
     if log is None:
         return []
     images = images_of(read_sample_log(log))
-    values = log_values(log, sample_values)  # the report's values of this log (scored once per command)
+    values = sample_log_values(log, sample_values)  # the report's values of this log (scored once per command)
     views = []
     for image_id, img in images.items():
         records = {line["precision_ours"]["emotion"]: line["precision_ours"] for line in img["lines"]}

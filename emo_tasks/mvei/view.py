@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from emo_tasks.benchmarks import SampleView
-from emo_tasks.datafiles import log_values, read_sample_log, sample_log
+from emo_tasks.datafiles import read_sample_log, sample_log, sample_log_values
 
 from .results import pair_lines, sample_values
 
@@ -39,7 +39,7 @@ def view_samples(run_dir: Path, results_file: Path, task: str) -> list[SampleVie
     if log is None:
         return []
     rows = read_sample_log(log)
-    values = log_values(log, sample_values)  # the report's values of this log
+    values = sample_log_values(log, sample_values)  # the report's values of this log
     views = []
     for pair_id, line in pair_lines(rows).items():
         rec, doc = line["acc_total"], line.get("doc") or {}
