@@ -10,9 +10,9 @@ imports `lmms_eval.tasks`, the finder lets the normal machinery load it, then wr
 `TaskManager()` from Python. At that same moment (never at start-up) it runs `emo_tasks.lmms_patch.apply()`,
 emo_tasks' own adaptation of lmms-eval's dataset loading, which our task YAMLs need.
 
-The same finder waits for `vlmeval.dataset` (VLMEvalKit, and EvalScope's backend): when a program imports it, our
+The same finder waits for `vlmeval.dataset` (VLMEvalKit's dataset registry): when a program imports it, our
 dataset classes are registered into it (`emo_tasks.vlmeval.register()`), so `python -m vlmeval --data EmoMVEI`
-works in every process that program starts.
+works with no code change, as does any process that imports it.
 
 `EMO_TASKS_AUTOREGISTER=0` switches both off. A failure in here never breaks the program that triggered it:
 it prints one warning line to stderr and lmms-eval runs as if the hook did not exist.

@@ -209,6 +209,9 @@ def test_python_m_vlmeval_runs_mvei_with_the_numbers_of_lmms_eval(tmp_path: Path
         names = [f"{m.name},none" for m in table]
         assert {k: got[k] for k in names} == {k: want[k] for k in names}, vlm.stderr[-2000:] + lmms.stderr[-2000:]
     assert "EmoMVEI_sample" in vlm.stdout + vlm.stderr and key not in Path(ours).read_text()
+    status = json.loads((tmp_path / "vlm" / "eval-model" / "status.json").read_text())["datasets"]
+    assert {d: status[d]["primary_metric"] for d in (SAMPLE, "EmoMultiEmo_sample")} == {
+        SAMPLE: "acc_total", "EmoMultiEmo_sample": "precision_ours"}  # fmt: skip
     shown = subprocess.run([python, "-m", "emo_tasks", "report", str(Path(ours).parent), "--format", "json"],
                            capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
     assert shown.returncode == 0, shown.stderr
