@@ -27,7 +27,7 @@ SAMPLING_OFF = (
 def _flags(lines: list[dict[str, Any]]) -> dict[str, Any]:
     same = [len(set(line["filtered_resps"])) == 1 for line in lines]
     off = bool(same) and all(same)
-    return {"sampling_off": off, **({"note": SAMPLING_OFF} if off else {})}
+    return {"sampling_off": off, "notes": [SAMPLING_OFF] if off else []}
 
 
 TASK = images.ImageTask(

@@ -39,7 +39,8 @@ class ImageTask:
     repeats: int = 1
     #: the doc fields copied into the prediction table beside the prompt (for people reading it)
     columns: tuple[str, ...] = ()
-    #: (sample-log lines) -> benchmark facts for the results (e.g. MVEI's `sampling_off`)
+    #: (sample-log lines) -> benchmark facts for the results (e.g. MVEI's `sampling_off`; `notes`: lines the report
+    #: shows)
     flags: Callable[[list[dict[str, Any]]], dict[str, Any]] = field(default=lambda lines: {})
 
 
@@ -66,10 +67,17 @@ def prediction_rows(task: ImageTask, dataset: str, env: Mapping[str, str] | None
 
 
 def collect_answers(
-    task: ImageTask, dataset: str, predictions: Sequence[Mapping[str, Any]], targets: Sequence[str]
+    repeats: int,
+    dataset: str,
+    predictions: Sequence[Mapping[str, Any]],
+    targets: Sequence[str],
+    limit: int | None = None,
 ) -> tuple[dict[int, list[str]], set[int]]:
-    """({doc_id: its answers in order}, doc_ids with a failed answer) from VLMEvalKit's prediction rows, each
-    proven to be the run's (module docstring) against the data's docs' `targets` (`doc_to_target`, in order)."""
+    """({doc_id: its answers in order}, doc_ids with a failed answer) from VLMEvalKit's prediction rows (index =
+    repeats * doc_id + k), each proven to be the run's (module docstring) against the data's docs' `targets`
+    (`doc_to_target`, in order).  Every doc is answered, or, when the run was asked `--limit N` (`limit`: VLMEvalKit
+    then keeps the first N rows), the first N // repeats docs are, with all their answers (as lmms-eval's --limit
+    keeps the first docs): a shorter file is refused, never read as a limited run."""
     answers: dict[int, dict[int, str]] = {}
     failed: set[int] = set()
     for n, row in enumerate(predictions, start=1):
@@ -77,7 +85,7 @@ def collect_answers(
             index = int(row["index"])
         except (KeyError, TypeError, ValueError):
             raise DataError(f"{dataset} prediction row {n}: no integer `index`") from None
-        doc_id, k = divmod(index, task.repeats)
+        doc_id, k = divmod(index, repeats)
         if not 0 <= doc_id < len(targets):
             raise DataError(f"{dataset} prediction row {n}: index {index} is no row of {dataset} ({len(targets)} docs)")
         if str(row.get("target")) != targets[doc_id]:
@@ -91,13 +99,24 @@ def collect_answers(
         if INFER_FAIL in text:
             failed.add(doc_id)
         answers[doc_id][k] = text
-    missing = [i for i in range(len(targets)) if len(answers.get(i, {})) != task.repeats]
+    indices = {repeats * i + k for i, got in answers.items() for k in got}
+    n_rows = len(indices)
+    if limit is not None and n_rows == limit < repeats * len(targets) and indices == set(range(n_rows)):
+        if n_rows % repeats:  # the first `limit` rows cut a doc's answers
+            raise DataError(
+                f"{dataset}: --limit {limit} keeps the first {limit} rows, which cuts doc {n_rows // repeats}'s "
+                f"{repeats} answers; use a --limit that is a multiple of {repeats}"
+            )
+        expected = n_rows // repeats
+    else:
+        expected = len(targets)
+    missing = [i for i in range(expected) if len(answers.get(i, {})) != repeats]
     if missing:
         raise DataError(
-            f"{dataset}: {len(missing)} of {len(targets)} rows lack some of their {task.repeats} answer(s) (first: "
-            f"index {task.repeats * missing[0]}); evaluate a complete prediction file"
+            f"{dataset}: {len(missing)} of {expected} rows lack some of their {repeats} answer(s) (first: "
+            f"index {repeats * missing[0]}); evaluate a complete prediction file"
         )
-    return {i: [got[k] for k in range(task.repeats)] for i, got in answers.items()}, failed
+    return {i: [got[k] for k in range(repeats)] for i, got in answers.items()}, failed
 
 
 def _answer(value: Any) -> str:
@@ -108,15 +127,20 @@ def _answer(value: Any) -> str:
 
 
 def score(
-    task: ImageTask, dataset: str, predictions: Sequence[Mapping[str, Any]], env: Mapping[str, str] | None = None
+    task: ImageTask,
+    dataset: str,
+    predictions: Sequence[Mapping[str, Any]],
+    env: Mapping[str, str] | None = None,
+    limit: int | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
-    """(metrics, lmms-eval-shaped sample-log lines, host facts) of VLMEvalKit's prediction rows."""
+    """(metrics, lmms-eval-shaped sample-log lines, host facts) of VLMEvalKit's prediction rows (`limit`: the
+    run's --limit, see `collect_answers`)."""
     hooks = _hooks(task)
     docs = _docs(task, dataset, env)
     targets = [hooks.doc_to_target(doc) for doc in docs]
-    answers, failed = collect_answers(task, dataset, predictions, targets)
+    answers, failed = collect_answers(task.repeats, dataset, predictions, targets, limit)
     lines, records = [], []
-    for doc_id, doc in enumerate(docs):
+    for doc_id, doc in enumerate(docs[: len(answers)]):
         if doc_id in failed:
             continue
         got = answers[doc_id]
@@ -127,7 +151,14 @@ def score(
             "input_media": [doc["image_path"]], "resps": [[a] for a in got], "filtered_resps": got, **record,
         })  # fmt: skip
     metrics = hooks.evaluate(records)
-    host = {"dataset": dataset, "task": task.names[dataset][0], "n_infer_failed": len(failed), **task.flags(lines)}
+    host = {
+        "dataset": dataset,
+        "task": task.names[dataset][0],
+        "n_docs": len(docs),
+        "n_infer_failed": len(failed),
+        **({"limit": len(answers)} if len(answers) < len(docs) else {}),
+        **task.flags(lines),
+    }
     return metrics, lines, host
 
 
@@ -138,7 +169,7 @@ def dataset_class(task: ImageTask, class_name: str, doc: str) -> type:
     from vlmeval.smp import load
 
     from . import HOST_TYPE
-    from .runfolder import prompt_config, run_dir, write_run
+    from .runfolder import generation_notes, prompt_config, run_dir, run_settings, write_run
 
     def load_data(self: Any, dataset: str) -> Any:
         return pd.DataFrame(prediction_rows(task, dataset))
@@ -153,12 +184,16 @@ def dataset_class(task: ImageTask, class_name: str, doc: str) -> type:
         return {task.primary: value} if isinstance(value, int | float) else {}
 
     def evaluate(self: Any, eval_file: str, **judge_kwargs: Any) -> dict[str, Any]:
-        metrics, lines, host = score(task, self.dataset_name, load(eval_file).to_dict("records"))
+        asked = run_settings(eval_file)
+        metrics, lines, host = score(task, self.dataset_name, load(eval_file).to_dict("records"),
+                                     limit=asked.get("limit"))  # fmt: skip
         lmms_task, dataset_name = task.names[self.dataset_name]
-        host["prediction_file"] = str(Path(eval_file).resolve())
+        host.update(prediction_file=str(Path(eval_file).resolve()), generation=asked.get("generation"))
+        host["notes"] = [*host.get("notes", []), *generation_notes(lmms_task, asked.get("generation") or {})]
         config = {"dataset_name": dataset_name, "repeats": task.repeats, **prompt_config(lmms_task)}
         write_run(run_dir(eval_file, self.dataset_name), lmms_task, metrics, lines, config,
-                  Path(eval_file).parent.name, host, when=Path(eval_file).stat().st_mtime)  # fmt: skip
+                  Path(eval_file).parent.name, host, when=Path(eval_file).stat().st_mtime,
+                  n_original=host["n_docs"])  # fmt: skip
         return {**metrics, **{k: v for k, v in host.items() if isinstance(v, int | float | bool)}}
 
     return type(class_name, (ImageBaseDataset,), {

@@ -6,7 +6,9 @@ results files needs --run in every tool; one evaluation is one run.
 
 from __future__ import annotations
 
+import argparse
 import json
+import shutil
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -37,6 +39,58 @@ def prompt_config(task: str) -> dict[str, Any]:
     return out
 
 
+#: VLMEvalKit's `--base-url` model (`LMDeployAPI`) when the run does not say: run.py's --max-tokens default and
+#: the class's temperature (`api/lmdeploy.py`).
+BASE_URL_DEFAULTS = {"temperature": 0.0, "max_tokens": 2**15}
+_FLAGS = (("--limit", int), ("--temperature", float), ("--max-tokens", int), ("--top-p", float), ("--top-k", int),
+          ("--repetition-penalty", float), ("--base-url", str), ("--config", str))  # fmt: skip
+
+
+def run_settings(eval_file: str | Path) -> dict[str, Any]:
+    """What the VLMEvalKit run that wrote `eval_file` was asked, from its `status.json` beside it (run.py records
+    its argv there): `limit` and the generation settings (`generation`), which belong to the model in VLMEvalKit,
+    not to the dataset.  Never the argv itself: it holds the model's API key.  `{"known": False}` when there is no
+    readable status.json (a prediction file from elsewhere, or another launcher)."""
+    try:
+        argv = json.loads((Path(eval_file).parent / "status.json").read_text(encoding="utf-8"))["argv"]
+        assert isinstance(argv, list)
+    except (OSError, ValueError, KeyError, TypeError, AssertionError):
+        return {"known": False}
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    for flag, kind in _FLAGS:
+        parser.add_argument(flag, type=kind, default=None)
+    parser.add_argument("--video-llm", action="store_true")
+    try:
+        ns, _ = parser.parse_known_args([str(a) for a in argv[1:]])
+    except (SystemExit, ValueError):
+        return {"known": False}
+    given = {k: getattr(ns, k) for k in ("temperature", "max_tokens", "top_p", "top_k", "repetition_penalty")}
+    given = {k: v for k, v in given.items() if v is not None}
+    if ns.base_url:
+        generation = {"model": "--base-url (VLMEvalKit's LMDeployAPI)", **BASE_URL_DEFAULTS, **given}
+    elif ns.config:
+        generation = {"model": f"--config {ns.config} (its generation settings are the model's there)", **given}
+    else:
+        generation = {"model": "a VLMEvalKit model wrapper (its own defaults for what is not given)", **given}
+    return {"known": True, "limit": ns.limit, "video_llm": bool(ns.video_llm), "generation": generation}
+
+
+def generation_notes(task: str, generation: Mapping[str, Any]) -> list[str]:
+    """What the run's known generation settings change against the task's (its YAML's `generation_kwargs`, the
+    protocol's): one line each, for the results and the report."""
+    from emo_tasks.common import task_configs
+
+    want = (task_configs().get(task) or {}).get("generation_kwargs") or {}
+    notes = []
+    for ours, theirs in (("temperature", "temperature"), ("max_tokens", "max_new_tokens"), ("top_p", "top_p")):
+        if ours in generation and theirs in want and float(generation[ours]) != float(want[theirs]):
+            notes.append(
+                f"generation: {ours} {generation[ours]} where the task asks {theirs} {want[theirs]} (VLMEvalKit "
+                "leaves it to the model: pass --" + ours.replace("_", "-") + " to match)"
+            )
+    return notes
+
+
 def run_dir(eval_file: str | Path, dataset: str) -> Path:
     return Path(eval_file).resolve().parent / FOLDER / dataset
 
@@ -50,19 +104,23 @@ def write_run(
     model: str,
     host: Mapping[str, Any],
     when: float | None = None,
+    n_original: int | None = None,
 ) -> Path:
     """Write the results file and the sample log of one task into `folder`; returns the results file.  `host`:
     what the results say of the host run (VLMEvalKit's files, the generation settings known, flags).  `when`: the
     time the files are named by (the prediction file's mtime: evaluating the same predictions again rewrites the
-    same run instead of adding a second one to the folder); now when not given."""
+    same run instead of adding a second one to the folder); now when not given.  A run of other predictions in the
+    folder (VLMEvalKit has replaced its prediction file since) is removed with what was judged of it: one folder,
+    one run, so no tool needs --run.  `n_original`: the task's docs (`n-samples`), when more than were answered."""
     folder.mkdir(parents=True, exist_ok=True)
     stamp = (datetime.fromtimestamp(when) if when is not None else datetime.now()).strftime("%Y%m%d_%H%M%S")
+    _forget_other_runs(folder, stamp)
     n = len(lines)
     results = {
         "results": {task: {"alias": task, **{f"{k},none": v for k, v in metrics.items()}}},
         "configs": {task: {"task": task, **config}},
         "versions": {task: (config.get("metadata") or {}).get("version")},
-        "n-samples": {task: {"original": n, "effective": n}},
+        "n-samples": {task: {"original": max(n, n_original or 0), "effective": n}},
         "config": {"model": "vlmevalkit", "model_args": f"model={model}"},
         "date": stamp,
         "emo_tasks_vlmeval": dict(host),
@@ -72,3 +130,16 @@ def write_run(
     out = folder / f"{stamp}_results.json"
     atomic_write_text(out, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     return out
+
+
+def _forget_other_runs(folder: Path, stamp: str) -> None:
+    """Remove the folder's runs of other stamps and what `emo-tasks judge` made of them (`judged/`)."""
+    old = [p for p in folder.glob("*_results.json") if not p.name.startswith(stamp + "_")]
+    if not old:
+        return
+    for path in folder.glob("*_samples_*.jsonl"):
+        if not path.name.startswith(stamp + "_"):
+            path.unlink()
+    for path in old:
+        path.unlink()
+    shutil.rmtree(folder / "judged", ignore_errors=True)
