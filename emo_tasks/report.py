@@ -562,8 +562,8 @@ def run_notes(run: Run, present: Sequence[Benchmark] | None = None) -> list[str]
     host = run.data.get("emo_tasks_vlmeval") or {}  # a VLMEvalKit run (emo_tasks/vlmeval): what it flagged
     if host.get("n_infer_failed"):
         lines.append(f"{host.get('task')}: {host['n_infer_failed']} answers VLMEvalKit could not get (left out)")
-    if host.get("note"):
-        lines.append(f"{host.get('task')}: {host['note']}")
+    for note in host.get("notes") or []:
+        lines.append(f"{host.get('task')}: {note}")
     for task, part in sorted(((run.data.get(_MARKER) or {}).get("partial") or {}).items()):
         lines.append(
             f"{task}: a partial judgement (emo-tasks judge --partial): {part.get('judged')} of the {part.get('of')} "
@@ -865,13 +865,24 @@ def _stable(value: Any) -> str:
     return re.sub(r" at 0x[0-9a-fA-F]+", "", json.dumps(value, sort_keys=True, default=str))
 
 
+def headline_tasks(base: Run, new: Run) -> list[str]:
+    """The tasks both runs have whose headline metrics a comparison checks by default: of a benchmark with groups,
+    the groups both have, or, when they share none (one task of it each, as a VLMEvalKit dataset is), its tasks."""
+    shared = set(base.results) & set(new.results)
+    groups = {t for t in shared if (b := benchmark_of(t)) is not None and t in b.groups}
+    grouped = {benchmark_of(t).key for t in groups}  # type: ignore[union-attr]
+    return sorted(
+        t for t in shared
+        if (b := benchmark_of(t)) is not None and (t in groups or not b.groups or b.key not in grouped)
+    )  # fmt: skip
+
+
 def default_metrics(base: Run, new: Run) -> list[tuple[str, str]]:
-    """Benchmark-level headline metrics present (non-null) in both runs (a benchmark with groups: the groups)."""
+    """Headline metrics present (non-null) in both runs, of `headline_tasks`."""
     pairs = []
-    for task in sorted(set(base.results) & set(new.results)):
+    for task in headline_tasks(base, new):
         bench = benchmark_of(task)
-        if bench is None or (bench.groups and task not in bench.groups):
-            continue
+        assert bench is not None
         for m in bench.table.headline:
             if base.value(task, m.name) is not None and new.value(task, m.name) is not None:
                 pairs.append((task, m.name))
@@ -882,10 +893,9 @@ def one_sided_headlines(base: Run, new: Run) -> list[str]:
     """Headline metrics (as `default_metrics` picks them) that one run has a value for and the other has not: a
     run whose judge failed everywhere must not pass by leaving its metrics out of the comparison."""
     reasons = []
-    for task in sorted(set(base.results) & set(new.results)):
+    for task in headline_tasks(base, new):
         bench = benchmark_of(task)
-        if bench is None or (bench.groups and task not in bench.groups):
-            continue
+        assert bench is not None
         for m in bench.table.headline:
             values = {"base": base.value(task, m.name), "new": new.value(task, m.name)}
             if (values["base"] is None) != (values["new"] is None):
