@@ -33,3 +33,10 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return Path(path)
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write `data` to `path` atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+    return Path(path)

@@ -76,7 +76,7 @@ def test_multiemo_scores_equal_the_lmms_eval_tasks_for_the_same_answers() -> Non
 
 def test_three_identical_answers_everywhere_say_sampling_was_off() -> None:
     _, _, host = mvei_vlmeval.score_predictions(SAMPLE, _predictions(lambda doc_id, k: ANSWERS[doc_id % 2]))
-    assert host["sampling_off"] is True and "temperature" in host["note"]
+    assert host["sampling_off"] is True and "temperature" in host["notes"][0]
 
 
 def test_an_empty_answer_read_back_from_xlsx_is_empty_not_nan() -> None:
@@ -153,6 +153,29 @@ def test_evaluating_the_same_predictions_again_rewrites_the_same_run(tmp_path: P
     assert report.load_run(tmp_path / "run").results_file == first
 
 
+def test_a_run_asked_with_limit_is_scored_on_its_first_docs_and_says_so(tmp_path: Path) -> None:
+    first = _predictions()[:6]  # VLMEvalKit's --limit 6 keeps the first six rows: pairs 0 and 1, three answers each
+    metrics, lines, host = mvei_vlmeval.images.score(mvei_vlmeval.TASK, SAMPLE, first, limit=6)
+    assert metrics["n_pairs"] == 2 and [ln["doc_id"] for ln in lines] == [0, 1] and host["limit"] == 2
+    results = write_run(tmp_path / "run", "mvei_sample", metrics, lines, {}, "m", host, n_original=host["n_docs"])
+    assert json.loads(results.read_text())["n-samples"]["mvei_sample"] == {"original": 16, "effective": 2}
+    with pytest.raises(DataError, match="--limit 7 keeps the first 7 rows, which cuts doc 2's 3 answers"):
+        mvei_vlmeval.images.score(mvei_vlmeval.TASK, SAMPLE, _predictions()[:7], limit=7)
+    with pytest.raises(DataError, match="14 of 16 rows lack"):  # not asked --limit: a short file is refused
+        mvei_vlmeval.score_predictions(SAMPLE, first)
+
+
+def test_a_run_of_other_predictions_replaces_the_folders_old_one(tmp_path: Path) -> None:
+    metrics, lines, host = mvei_vlmeval.score_predictions(SAMPLE, _predictions())
+    args = (tmp_path / "run", "mvei_sample", metrics, lines, {"dataset_name": "mvei/sample"}, "m", host)
+    write_run(*args, when=1_700_000_000.0)
+    (tmp_path / "run" / "judged" / "x").mkdir(parents=True)  # what `emo-tasks judge` made of the old answers
+    newer = write_run(*args, when=1_700_000_100.0)  # VLMEvalKit ran again: a new prediction file
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == sorted(
+        [newer.name, newer.name.replace("results.json", "samples_mvei_sample.jsonl")])  # fmt: skip
+    assert report.load_run(tmp_path / "run").results_file == newer
+
+
 def test_every_registered_vlmeval_dataset_names_a_function() -> None:
     specs = [s for b in all_benchmarks() for s in b.vlmeval_datasets]
     assert {"emo_tasks.mvei.vlmeval:dataset_class", "emo_tasks.multiemo.vlmeval:dataset_class"} <= set(specs)
@@ -226,3 +249,123 @@ def test_python_m_vlmeval_runs_mvei_with_the_numbers_of_lmms_eval(tmp_path: Path
         done = subprocess.run([python, "-m", "emo_tasks", *args], capture_output=True, text=True, env=env, timeout=300)
         assert done.returncode == 0, done.stderr
     assert (tmp_path / "site" / "index.html").is_file() and (tmp_path / "export" / "Std_MVEI_results.json").is_file()
+
+
+MME_DATASETS = ("EmoVid_sample_ER_Lab", "EmoVid_sample_ML_ER", "EmoVid_sample_SA")
+
+
+def _vlmeval_mme(python: str, srv, work: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
+    cmd = [python, "-m", "vlmeval", "--data", *MME_DATASETS, "--model", "eval-model", "--base-url", srv.base_url,
+           "--key", env["OPENAI_API_KEY"], "--work-dir", str(work), *extra]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=work.parent, timeout=900)
+
+
+@pytest.mark.slow
+def test_python_m_vlmeval_runs_mme_emotion_with_the_numbers_of_lmms_eval(tmp_path: Path) -> None:
+    """MME-Emotion through both hosts against one loopback model and judge: VLMEvalKit with a video model
+    (`--video-llm`: the file and the medium "video", as lmms-eval's `--model openai` is asked) gives lmms-eval's
+    numbers; with an image model (frames, "video frames") and VLMEvalKit's own judge flags, the run is judged by
+    the judge named there; `report`, `compare` and `export` read the VLMEvalKit run."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from conftest import env_without_secrets, with_mme_sample
+    from fakes import Model
+
+    from emo_tasks.mme_emotion import scoring as mme_scoring
+    from judges.testing import LoopbackServer
+
+    python = _vlmeval_python()
+    key = "sk-vlm-0000000000000000"
+    cache = with_mme_sample(tmp_path / "cache")
+    env = {**env_without_secrets(), "OPENAI_API_KEY": key, "PYTHONPATH": str(ROOT), "EMO_CACHE_DIR": str(cache),
+           "EMO_PROGRESS": "0", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}  # fmt: skip
+    tasks = [f"mme_emotion_sample_{d.split('_sample_')[1].lower()}" for d in MME_DATASETS]
+    with LoopbackServer(responder=Model(), expected_api_key=key) as srv:
+        env["OPENAI_BASE_URL"] = srv.base_url  # the judge of both hosts (the paper's judge models by default)
+        video = _vlmeval_mme(python, srv, tmp_path / "vlm", env, "--video-llm")
+        lmms = subprocess.run(
+            [python, "-m", "lmms_eval", "--model", "openai", "--model_args",
+             f"model_version=eval-model,base_url={srv.base_url}", "--tasks", ",".join(tasks), "--batch_size", "1",
+             "--log_samples", "--output_path", str(tmp_path / "lmms")],
+            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900,
+        )  # fmt: skip
+        model_calls = [c for c in srv.calls if c.model == "eval-model"]
+        srv.reset_log()
+        frames = _vlmeval_mme(python, srv, tmp_path / "vlm_frames", env, "--judge", "judge-x", "--judge-base-url",
+                              srv.base_url, "--judge-key", key, "--judge-api-nproc", "8")  # fmt: skip
+        frame_calls = [c for c in srv.calls if c.model == "eval-model"]
+        judge_models = {c.model for c in srv.calls if c.model != "eval-model"}
+    (theirs,) = glob.glob(str(tmp_path / "lmms" / "**" / "*_results.json"), recursive=True)
+    want_all = json.loads(Path(theirs).read_text())["results"]
+    names = [f"{m.name},none" for m in mme_scoring.TABLE]
+    logs = video.stderr[-3000:] + lmms.stderr[-3000:]
+    for dataset, task in zip(MME_DATASETS, tasks, strict=True):
+        folder = tmp_path / "vlm" / "eval-model" / "emo_tasks" / dataset
+        (ours,) = glob.glob(str(folder / "judged" / "*" / "*_results.json"))
+        got = json.loads(Path(ours).read_text())["results"][task]
+        assert {k: got[k] for k in names} == {k: want_all[task][k] for k in names}, logs
+        assert got["n_scored,none"] == 2
+    # the video model got the file; lmms-eval's openai model got frames: the prompt ("video") is the same
+    assert len(model_calls) == 2 * 2 * len(MME_DATASETS) and {c.images for c in model_calls[:6]} == {0}
+    status = json.loads((tmp_path / "vlm" / "eval-model" / "status.json").read_text())["datasets"]
+    assert {status[d]["primary_metric"] for d in MME_DATASETS} == {"cot_s"}, status
+    # the image model: frames (the judge's sampler), the medium "video frames", judged by VLMEvalKit's --judge
+    assert len(frame_calls) == 2 * len(MME_DATASETS) and min(c.images for c in frame_calls) >= 2, frames.stderr[-3000:]
+    assert judge_models == {"judge-x"}
+    folder = tmp_path / "vlm_frames" / "eval-model" / "emo_tasks" / MME_DATASETS[0]
+    (judged,) = glob.glob(str(folder / "judged" / "*" / "*_results.json"))
+    data = json.loads(Path(judged).read_text())
+    assert data["emo_tasks_judge"]["judge_models"] == {"judge_model": "judge-x", "step_model": "judge-x"}
+    assert data["emo_tasks_vlmeval"]["medium"] == "video frames" and key not in Path(judged).read_text()
+    lmms_dir = tmp_path / "lmms"  # the --output_path: the judge logs are there, beside the model's folder
+    for args in (
+        ["report", str(folder)],
+        ["compare", str(lmms_dir), str(tmp_path / "vlm" / "eval-model" / "emo_tasks" / MME_DATASETS[1])],
+        ["export", str(folder), "--format", "mme-official", "--out", str(tmp_path / "export")],
+    ):
+        done = subprocess.run([python, "-m", "emo_tasks", *args], capture_output=True, text=True, env=env, timeout=300)
+        assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-2000:])
+
+
+@pytest.mark.slow
+def test_the_vlmevalkit_parts_registration_relies_on_are_still_there() -> None:
+    """A canary for the pinned packaging (ms-vlmeval 0.0.20): what `emo_tasks.vlmeval.register()` and the dataset
+    classes rely on, checked in VLMEvalKit itself, so an upgrade that moves one fails here by name."""
+    python = _vlmeval_python()
+    probe = r"""
+import inspect, json
+import vlmeval.dataset as ds, vlmeval.run as run
+from vlmeval.dataset.video_base import VideoBaseDataset
+from vlmeval.dataset.image_base import ImageBaseDataset
+from vlmeval.dataset.video_dataset_config import supported_video_datasets
+from vlmeval.smp.file import INFER_FAIL_MSG
+import vlmeval.api.lmdeploy as lmdeploy, vlmeval.inference_video as inference_video
+from emo_tasks.vlmeval.images import INFER_FAIL
+checks = {
+    "DATASET_CLASSES is a list build_dataset walks": isinstance(ds.DATASET_CLASSES, list)
+        and "DATASET_CLASSES" in inspect.getsource(ds.build_dataset),
+    "SUPPORTED_DATASETS is a list": isinstance(ds.SUPPORTED_DATASETS, list),
+    "run.py uses the same build_dataset and supported_video_datasets": run.build_dataset is ds.build_dataset
+        and run.supported_video_datasets is supported_video_datasets,
+    "our names registered by the start-up hook": {"EmoMVEI_sample", "EmoMultiEmo_sample", "EmoVid_sample_ER_Lab"}
+        <= set(ds.SUPPORTED_DATASETS) and "EmoVid_sample_IR" in supported_video_datasets,
+    "build_dataset builds ours": type(ds.build_dataset("EmoVid_sample_ER_Lab")).__name__ == "EmoVid"
+        and type(ds.build_dataset("EmoMVEI_sample")).__name__ == "EmoMVEI",
+    "VideoBaseDataset asks prepare_dataset and build_prompt(.., video_llm=)":
+        {"prepare_dataset", "build_prompt", "evaluate"} <= VideoBaseDataset.__abstractmethods__
+        and "video_llm=getattr(model, 'VIDEO_LLM', False)" in inspect.getsource(inference_video),
+    "ImageBaseDataset.load_data(dataset)": "dataset" in inspect.signature(ImageBaseDataset.load_data).parameters,
+    "the failure marker": INFER_FAIL == INFER_FAIL_MSG,
+    "the --base-url model's temperature": "'temperature': 0.0" in inspect.getsource(lmdeploy)
+        and issubclass(run.LMDeployAPI, lmdeploy.LMDeployWrapper),
+    "run.py's --max-tokens default": "default=2 ** 15" in inspect.getsource(run.parse_args),
+    "judge_kwargs keys": all(k in inspect.getsource(run.get_judge_kwargs)
+                             for k in ("'nproc'", "'retry'", "'timeout'", "'api_base'", "'key'", "'model'")),
+    "status.json keeps argv": "argv=sys.argv" in inspect.getsource(run),
+}
+print(json.dumps({k: bool(v) for k, v in checks.items()}))
+"""
+    done = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    checks = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [k for k, ok in checks.items() if not ok] == [] and len(checks) == 12

@@ -227,4 +227,5 @@ BENCHMARK = Benchmark(
     judge_ratings="emo_tasks.mme_emotion.agreement",
     judge_setup=judge_setup,
     view_samples="emo_tasks.mme_emotion.view:view_samples",
+    vlmeval_datasets=("emo_tasks.mme_emotion.vlmeval:dataset_class",),
 )

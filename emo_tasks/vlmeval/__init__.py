@@ -30,8 +30,12 @@ def dataset_classes() -> list[Any]:
 
 
 def register() -> list[str]:
-    """Make our datasets visible to VLMEvalKit (idempotent); returns their names."""
+    """Make our datasets visible to VLMEvalKit (idempotent); returns their names.  A video dataset's names also go
+    into `supported_video_datasets` (what run.py builds a `--config` entry `{}` from), each with its defaults."""
+    from functools import partial
+
     import vlmeval.dataset as ds
+    from vlmeval.dataset.video_dataset_config import supported_video_datasets
 
     names: list[str] = []
     for cls in dataset_classes():
@@ -40,6 +44,8 @@ def register() -> list[str]:
         for name in cls.supported_datasets():
             if name not in ds.SUPPORTED_DATASETS:
                 ds.SUPPORTED_DATASETS.append(name)
+            if cls.MODALITY == "VIDEO":
+                supported_video_datasets.setdefault(name, partial(cls, dataset=name))
             names.append(name)
         setattr(ds, cls.__name__, cls)
     return names

@@ -1,0 +1,270 @@
+"""MME-Emotion in VLMEvalKit: the eight tasks as video datasets `EmoVid_<Task>` (`EmoVid_ER_Lab`, ...,
+`EmoVid_IR`) and the bundled sample's `EmoVid_sample_<Task>`.  No name holds `MME` or `video`, which VLMEvalKit's
+model wrappers match to rewrite prompts.
+
+The same rows, prompt, row hash and judge as the lmms-eval tasks `mme_emotion_<task>` (`hooks.load_task`,
+`doc_to_text`, `doc_to_target`, the judge stage):
+- A model that takes video (VLMEvalKit's `VIDEO_LLM`, `--video-llm` for a `--base-url` model) gets the file (the
+  .mp4 remux where the container needs one, as in lmms-eval) and the prompt's medium word "video"; any other model
+  gets frames and "video frames", as the paper does for image models.  The frames are the judge's sampler's
+  (`judges.media.VideoFramesPart`: one per second, the first `nframe`, 10 by default, as the judge sees; `fps`
+  sets another rate), named by the video's content hash, so a changed video never shows old frames.
+- Which medium the model was asked is written into the prediction file (its `medium` column) by `build_prompt`,
+  and `evaluate` reads it back: the prompt recorded is the one asked.
+- `evaluate` proves every prediction row is the run's (each row once, every row, the data's target now), writes
+  a predict-only run folder and runs the judge stage over it (`emo_tasks.vlmeval.judging`), with VLMEvalKit's
+  judge settings mapped onto ours.  `EMO_JUDGE=defer` stops after the folder: `emo-tasks judge FOLDER` later.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from emo_tasks.common import DataError
+from emo_tasks.settings import environ
+
+from . import hooks
+from .judge import FRAME_INTERVAL_S, MAX_FRAMES, judged_identity
+from .scoring import TABLE
+
+PREFIX = "EmoVid_"
+PRIMARY = "cot_s"
+#: build_prompt's `video_llm` -> the prompt's medium word (the paper's: video models, image models given frames)
+MEDIA = {True: "video", False: "video frames"}
+#: Where the frames given to image models go, under our cache dir (`EMO_CACHE_DIR`).
+FRAMES_DIR = "vlmeval_frames"
+
+
+@cache
+def names() -> dict[str, tuple[str, str]]:
+    """VLMEvalKit dataset name -> (our lmms-eval task, its dataset_name), for every MME-Emotion task YAML."""
+    from emo_tasks.common import task_configs
+
+    out: dict[str, tuple[str, str]] = {}
+    for task, conf in sorted(task_configs().items()):
+        name = conf.get("dataset_name")
+        if isinstance(name, str) and name.startswith("mme_emotion/") and "group" not in conf:
+            _, source, key = name.split("/")
+            out[PREFIX + ("sample_" if source == "sample" else "") + key.replace("-", "_")] = (task, name)
+    return out
+
+
+def _task(dataset: str) -> tuple[str, str]:
+    if dataset not in names():
+        raise DataError(f"{dataset}: not an MME-Emotion dataset of emo_tasks (known: {', '.join(names())})")
+    return names()[dataset]
+
+
+def load_docs(dataset: str, env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """The task's validated rows, as lmms-eval gets them.  Loaded with judging deferred: the rows need no judge, and
+    VLMEvalKit's judge settings are known only when `evaluate` runs."""
+    return hooks.load_task(_task(dataset)[1], {**(environ() if env is None else env), "EMO_JUDGE": "defer"})
+
+
+def prediction_rows(dataset: str, env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """One row per doc (index = doc_id) with its video and target (the prompt depends on the model: build_prompt)."""
+    return [
+        {"index": i, "video": doc["video_id"], "video_path": doc["video_path"], "label": doc["label"],
+         "target": hooks.doc_to_target(doc)}
+        for i, doc in enumerate(load_docs(dataset, env))
+    ]  # fmt: skip
+
+
+def model_frames(doc: Mapping[str, Any], nframe: int, fps: float, root: Path) -> list[str]:
+    """The frames an image model is given, as JPEG files under `root/<frame cache key>/` (written once, named by
+    the video's content hash and the sampling): one every 1/fps seconds (fps <= 0: one per second, the judge's
+    rate), the first `nframe` (<= 0: all)."""
+    from judges.atomic import atomic_write_bytes
+    from judges.frames import frame_cache_key
+    from judges.media import VideoFramesPart
+
+    interval = 1.0 / fps if fps > 0 else FRAME_INTERVAL_S
+    part = VideoFramesPart(
+        doc["video_path"], interval_s=interval, max_frames=nframe if nframe > 0 else 1_000_000,
+        identity=judged_identity(doc),
+    )  # fmt: skip
+    folder = root / frame_cache_key(str(part.identity), part.interval_s, part.max_frames, None, part.quality)
+    done = folder / "count"
+    if done.is_file():
+        n = int(done.read_text())
+    else:
+        frames = part.frames_jpeg()
+        for k, data in enumerate(frames):
+            atomic_write_bytes(folder / f"{k:04d}.jpg", data)
+        n = len(frames)
+        atomic_write_bytes(done, str(n).encode())
+    if n == 0:
+        raise DataError(f"{doc['video_path']}: no frame could be decoded for the model")
+    return [str(folder / f"{k:04d}.jpg") for k in range(n)]
+
+
+def evaluate_predictions(
+    dataset: str,
+    predictions: Sequence[Mapping[str, Any]],
+    eval_file: str | Path,
+    judge_kwargs: Mapping[str, Any],
+    medium: str | None = None,
+    env: Mapping[str, str] | None = None,
+    structs: Mapping[Any, Any] | None = None,
+) -> dict[str, Any]:
+    """VLMEvalKit's predictions of `dataset` -> a predict-only run folder beside them, judged by the judge stage;
+    returns the metrics.  The medium the model was asked: the file's `medium` column, else `medium` (what
+    build_prompt asked in this process), else what the prompts VLMEvalKit kept (`structs`: its `*_structs.pkl`,
+    index -> message) say; none of them: refused."""
+    from emo_tasks.vlmeval.images import collect_answers
+    from emo_tasks.vlmeval.judging import judge_folder
+    from emo_tasks.vlmeval.runfolder import generation_notes, prompt_config, run_dir, run_settings, write_run
+
+    task, dataset_name = _task(dataset)
+    env = dict(environ() if env is None else env)
+    docs = load_docs(dataset, env)
+    targets = [hooks.doc_to_target(doc) for doc in docs]
+    asked = run_settings(eval_file)
+    answers, failed = collect_answers(1, dataset, predictions, targets, asked.get("limit"))
+    said = {str(p["medium"]) for p in predictions if str(p.get("medium")) in MEDIA.values()}
+    if len(said) > 1:
+        raise DataError(f"{dataset}: {eval_file} says the model was asked with several media ({sorted(said)})")
+    medium = said.pop() if said else medium
+    if medium is None and structs:
+        medium = medium_of_structs(docs, structs)
+    if medium is None:
+        raise DataError(
+            f"{dataset}: {eval_file} does not say which prompt the model was asked (its `medium` column: video or "
+            "video frames, written while VLMEvalKit builds the prompts); run the inference again"
+        )
+    lines = []
+    for doc_id, doc in enumerate(docs[: len(answers)]):
+        if doc_id in failed:
+            continue
+        answer = answers[doc_id][0]
+        lines.append({
+            "doc_id": doc_id, "target": targets[doc_id], "input": hooks.doc_to_text(doc, {"medium": medium}),
+            "input_media": [doc["video_path"]], "resps": [[answer]], "filtered_resps": [answer],
+        })  # fmt: skip
+    config = {"dataset_name": dataset_name, **prompt_config(task)}
+    table = dict(config.get("lmms_eval_specific_kwargs") or {})
+    # as lmms-eval records it for a model the table does not name: the table, its `default` merged in at the top
+    default = {**(table.get("default") or {}), "medium": medium}
+    config["lmms_eval_specific_kwargs"] = {**table, "default": default, **default}
+    generation = asked.get("generation") or {}
+    host = {
+        "dataset": dataset, "task": task, "n_docs": len(docs), "n_infer_failed": len(failed), "medium": medium,
+        **({"limit": len(answers)} if len(answers) < len(docs) else {}),
+        "prediction_file": str(Path(eval_file).resolve()), "generation": asked.get("generation"),
+        "notes": generation_notes(task, generation),
+    }  # fmt: skip
+    folder = run_dir(eval_file, dataset)
+    write_run(folder, task, dict.fromkeys(TABLE.names), lines, config, Path(eval_file).parent.name, host,
+              when=Path(eval_file).stat().st_mtime, n_original=len(docs))  # fmt: skip
+    return {**judge_folder(folder, task, env, judge_kwargs), "n_infer_failed": len(failed)}
+
+
+def medium_of_structs(docs: Sequence[Mapping[str, Any]], structs: Mapping[Any, Any]) -> str | None:
+    """The one medium whose prompt every message VLMEvalKit kept (index -> [..., {"type": "text", ...}]) asked,
+    else None."""
+    found = set()
+    for index, message in structs.items():
+        texts = [m.get("value") for m in message or [] if isinstance(m, Mapping) and m.get("type") == "text"]
+        doc = docs[int(index)] if 0 <= int(index) < len(docs) else None
+        if doc is None or not texts:
+            return None
+        found |= {m for m in MEDIA.values() if hooks.doc_to_text(doc, {"medium": m}) == texts[-1]}
+    return found.pop() if len(found) == 1 else None
+
+
+def kept_structs(eval_file: str | Path, dataset: str) -> dict[Any, Any] | None:
+    """The prompts VLMEvalKit kept for `dataset` beside its prediction file (`<model>_<dataset>_*_structs.pkl`,
+    written when it builds them; a rerun that retries failed answers sends these instead of building them
+    again), or None."""
+    import pickle
+
+    folder = Path(eval_file).parent
+    found = sorted(folder.glob(f"{folder.name}_{dataset}_*_structs.pkl"), key=lambda p: p.stat().st_mtime)
+    if not found:
+        return None
+    try:
+        with open(found[-1], "rb") as f:
+            data = pickle.load(f)  # noqa: S301 - VLMEvalKit's own file in the run's folder, as VLMEvalKit reads it
+    except (OSError, pickle.UnpicklingError, EOFError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+@cache
+def dataset_class() -> type:
+    """The VLMEvalKit video dataset class of every `EmoVid_*` name (built on first use: it imports vlmeval)."""
+    import pandas as pd
+    from vlmeval.dataset.video_base import VideoBaseDataset
+    from vlmeval.smp import load
+
+    from emo_tasks.settings import CommonSettings
+    from emo_tasks.vlmeval import HOST_TYPE
+
+    class EmoVid(VideoBaseDataset):
+        """MME-Emotion (emo_tasks): the emotion in a video clip, reasoned step by step, scored by the multi-agent
+        judge."""
+
+        TYPE = HOST_TYPE
+        MODALITY = "VIDEO"
+
+        def __init__(
+            self, dataset: str = "EmoVid_sample_ER_Lab", nframe: int = MAX_FRAMES, fps: float = -1, pack: bool = False,
+            **kwargs: Any,
+        ) -> None:  # fmt: skip
+            # run.py hands every CLI argument (`vars(args)`) to a video dataset: the rest is ignored
+            self.dataset_name, self.nframe, self.fps, self.pack = dataset, nframe, fps, False
+            self.docs = load_docs(dataset)
+            self._data = pd.DataFrame(prediction_rows(dataset))
+            self.videos = list(self._data["video"])
+            self.frame_root = str(CommonSettings.from_env(environ()).cache_dir / FRAMES_DIR)
+            self.medium: str | None = None
+            self._lock = threading.Lock()
+
+        @property
+        def data(self) -> Any:
+            """The rows, with the medium the model was asked once build_prompt knows it (VLMEvalKit writes this
+            table, with the predictions, to the prediction file `evaluate` reads)."""
+            with self._lock:
+                if self.medium is not None and "medium" not in self._data.columns:
+                    self._data["medium"] = self.medium
+            return self._data
+
+        @data.setter
+        def data(self, value: Any) -> None:
+            self._data = value
+
+        @classmethod
+        def supported_datasets(cls) -> list[str]:
+            return list(names())
+
+        def prepare_dataset(self, dataset: str) -> dict[str, str]:
+            return {"root": "", "data_file": ""}  # the rows come from load_task (required by the base class)
+
+        def build_prompt(self, line: Any, video_llm: bool) -> list[dict[str, str]]:
+            index = int(line if isinstance(line, int) else line["index"])
+            doc, medium = self.docs[index], MEDIA[bool(video_llm)]
+            with self._lock:
+                if self.medium not in (None, medium):
+                    raise DataError(f"{self.dataset_name}: one run asked with both media ({self.medium}, {medium})")
+                self.medium = medium
+            text = dict(type="text", value=hooks.doc_to_text(doc, {"medium": medium}))
+            if video_llm:
+                return [dict(type="video", value=hooks.doc_to_visual(doc)[0]), text]
+            frames = model_frames(doc, self.nframe, self.fps, Path(self.frame_root))
+            return [*(dict(type="image", value=p) for p in frames), text]
+
+        def evaluate(self, eval_file: str, **judge_kwargs: Any) -> dict[str, Any]:
+            rows = load(eval_file).to_dict("records")
+            structs = None if self.medium else kept_structs(eval_file, self.dataset_name)
+            return evaluate_predictions(self.dataset_name, rows, eval_file, judge_kwargs, self.medium, structs=structs)
+
+        @classmethod
+        def report_primary_metric(cls, metrics: dict[str, Any] | None) -> dict[str, float]:
+            value = (metrics or {}).get(PRIMARY)
+            return {PRIMARY: value} if isinstance(value, int | float) else {}
+
+    return EmoVid
