@@ -254,6 +254,31 @@ def test_python_m_vlmeval_runs_mvei_with_the_numbers_of_lmms_eval(tmp_path: Path
 MME_DATASETS = ("EmoVid_sample_ER_Lab", "EmoVid_sample_ML_ER", "EmoVid_sample_SA")
 
 
+def _mme_model():  # noqa: ANN202 - built here: fakes is importable only once tests/ is on sys.path
+    """The loopback model of `fakes.Model`, answering MME-Emotion questions with steps and a label of the row's
+    candidates, both derived from the prompt (so answers, step counts and ratings vary across rows)."""
+    import hashlib
+    import re
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fakes import Model
+
+    from judges.testing import Reply, last_user_text
+
+    class Answers(Model):
+        def __call__(self, body: dict, attempt: int):  # noqa: ANN204
+            text = last_user_text(body)
+            found = re.search(r"Candidate \w+ labels: (.+?)\.\n", text)
+            if body.get("model") != "eval-model" or not found:
+                return super().__call__(body, attempt)
+            h = int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
+            labels = [x.strip() for x in found.group(1).split(",")]
+            steps = " ".join(f"Step {i + 1}: cue {(h >> i) % 9} noted." for i in range(h % 4))
+            return Reply(text=f"{steps} Answer: {labels[h % len(labels)]}")
+
+    return Answers()
+
+
 def _vlmeval_mme(python: str, srv, work: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
     cmd = [python, "-m", "vlmeval", "--data", *MME_DATASETS, "--model", "eval-model", "--base-url", srv.base_url,
            "--key", env["OPENAI_API_KEY"], "--work-dir", str(work), *extra]  # fmt: skip
@@ -268,7 +293,6 @@ def test_python_m_vlmeval_runs_mme_emotion_with_the_numbers_of_lmms_eval(tmp_pat
     the judge named there; `report`, `compare` and `export` read the VLMEvalKit run."""
     sys.path.insert(0, str(Path(__file__).parent))
     from conftest import env_without_secrets, with_mme_sample
-    from fakes import Model
 
     from emo_tasks.mme_emotion import scoring as mme_scoring
     from judges.testing import LoopbackServer
@@ -279,7 +303,7 @@ def test_python_m_vlmeval_runs_mme_emotion_with_the_numbers_of_lmms_eval(tmp_pat
     env = {**env_without_secrets(), "OPENAI_API_KEY": key, "PYTHONPATH": str(ROOT), "EMO_CACHE_DIR": str(cache),
            "EMO_PROGRESS": "0", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}  # fmt: skip
     tasks = [f"mme_emotion_sample_{d.split('_sample_')[1].lower()}" for d in MME_DATASETS]
-    with LoopbackServer(responder=Model(), expected_api_key=key) as srv:
+    with LoopbackServer(responder=_mme_model(), expected_api_key=key) as srv:
         env["OPENAI_BASE_URL"] = srv.base_url  # the judge of both hosts (the paper's judge models by default)
         video = _vlmeval_mme(python, srv, tmp_path / "vlm", env, "--video-llm")
         lmms = subprocess.run(
@@ -294,6 +318,11 @@ def test_python_m_vlmeval_runs_mme_emotion_with_the_numbers_of_lmms_eval(tmp_pat
                               srv.base_url, "--judge-key", key, "--judge-api-nproc", "8")  # fmt: skip
         frame_calls = [c for c in srv.calls if c.model == "eval-model"]
         judge_models = {c.model for c in srv.calls if c.model != "eval-model"}
+        # `emo-tasks judge` judges the VLMEvalKit run again with another judge; `agreement` compares the two judges
+        frames_dir = tmp_path / "vlm_frames" / "eval-model" / "emo_tasks" / MME_DATASETS[0]
+        rejudge = subprocess.run([python, "-m", "emo_tasks", "judge", str(frames_dir), "--judge-model", "judge-b"],
+                                 capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+        assert rejudge.returncode == 0, rejudge.stderr[-2000:]
     (theirs,) = glob.glob(str(tmp_path / "lmms" / "**" / "*_results.json"), recursive=True)
     want_all = json.loads(Path(theirs).read_text())["results"]
     names = [f"{m.name},none" for m in mme_scoring.TABLE]
@@ -311,19 +340,23 @@ def test_python_m_vlmeval_runs_mme_emotion_with_the_numbers_of_lmms_eval(tmp_pat
     # the image model: frames (the judge's sampler), the medium "video frames", judged by VLMEvalKit's --judge
     assert len(frame_calls) == 2 * len(MME_DATASETS) and min(c.images for c in frame_calls) >= 2, frames.stderr[-3000:]
     assert judge_models == {"judge-x"}
-    folder = tmp_path / "vlm_frames" / "eval-model" / "emo_tasks" / MME_DATASETS[0]
-    (judged,) = glob.glob(str(folder / "judged" / "*" / "*_results.json"))
+    folder = frames_dir
+    judged = next(p for p in glob.glob(str(folder / "judged" / "*" / "*_results.json")) if "judge-x" in p)
     data = json.loads(Path(judged).read_text())
     assert data["emo_tasks_judge"]["judge_models"] == {"judge_model": "judge-x", "step_model": "judge-x"}
     assert data["emo_tasks_vlmeval"]["medium"] == "video frames" and key not in Path(judged).read_text()
     lmms_dir = tmp_path / "lmms"  # the --output_path: the judge logs are there, beside the model's folder
     for args in (
-        ["report", str(folder)],
+        ["report", str(Path(judged).parent)],
         ["compare", str(lmms_dir), str(tmp_path / "vlm" / "eval-model" / "emo_tasks" / MME_DATASETS[1])],
-        ["export", str(folder), "--format", "mme-official", "--out", str(tmp_path / "export")],
-    ):
+        ["export", str(tmp_path / "vlm" / "eval-model" / "emo_tasks" / MME_DATASETS[2]), "--format", "mme-official",
+         "--out", str(tmp_path / "export")],
+        ["agreement", *sorted(glob.glob(str(folder / "judged" / "*")))],
+        ["view", *sorted(glob.glob(str(folder / "judged" / "*"))), "--out", str(tmp_path / "site")],
+    ):  # fmt: skip
         done = subprocess.run([python, "-m", "emo_tasks", *args], capture_output=True, text=True, env=env, timeout=300)
         assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-2000:])
+    assert (tmp_path / "site" / "index.html").is_file() and list((tmp_path / "export").rglob("*.json*"))
 
 
 @pytest.mark.slow
