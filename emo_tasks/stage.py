@@ -30,7 +30,6 @@ import json
 import os
 import re
 import sys
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -597,7 +596,7 @@ def write_results(
         endpoint = None
     doc = {k: v for k, v in data.items() if k not in ("results", "date", "start_time", "end_time")}
     doc["results"] = results
-    doc["date"] = time.time()
+    doc["date"] = stamp  # lmms-eval's own form (its results stamp), as the leaderboard JSON promises: a string
     doc[MARKER] = {
         "source_results": str(source),
         "tasks": [p.task for p in plans],

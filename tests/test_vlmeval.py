@@ -279,8 +279,10 @@ def _mme_model():  # noqa: ANN202 - built here: fakes is importable only once te
     return Answers()
 
 
-def _vlmeval_mme(python: str, srv, work: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
-    cmd = [python, "-m", "vlmeval", "--data", *MME_DATASETS, "--model", "eval-model", "--base-url", srv.base_url,
+def _vlmeval_mme(
+    python: str, srv, work: Path, env: dict, *extra: str, data: tuple[str, ...] = MME_DATASETS
+) -> subprocess.CompletedProcess:
+    cmd = [python, "-m", "vlmeval", "--data", *data, "--model", "eval-model", "--base-url", srv.base_url,
            "--key", env["OPENAI_API_KEY"], "--work-dir", str(work), *extra]  # fmt: skip
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=work.parent, timeout=900)
 
@@ -305,10 +307,11 @@ def test_python_m_vlmeval_runs_mme_emotion_with_the_numbers_of_lmms_eval(tmp_pat
     tasks = [f"mme_emotion_sample_{d.split('_sample_')[1].lower()}" for d in MME_DATASETS]
     with LoopbackServer(responder=_mme_model(), expected_api_key=key) as srv:
         env["OPENAI_BASE_URL"] = srv.base_url  # the judge of both hosts (the paper's judge models by default)
-        video = _vlmeval_mme(python, srv, tmp_path / "vlm", env, "--video-llm")
+        video = _vlmeval_mme(python, srv, tmp_path / "vlm", env, "--video-llm",
+                             data=(*MME_DATASETS, "EmoVid_sample_all"))  # fmt: skip
         lmms = subprocess.run(
             [python, "-m", "lmms_eval", "--model", "openai", "--model_args",
-             f"model_version=eval-model,base_url={srv.base_url}", "--tasks", ",".join(tasks), "--batch_size", "1",
+             f"model_version=eval-model,base_url={srv.base_url}", "--tasks", "mme_emotion_sample", "--batch_size", "1",
              "--log_samples", "--output_path", str(tmp_path / "lmms")],
             capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900,
         )  # fmt: skip
@@ -334,7 +337,13 @@ def test_python_m_vlmeval_runs_mme_emotion_with_the_numbers_of_lmms_eval(tmp_pat
         assert {k: got[k] for k in names} == {k: want_all[task][k] for k in names}, logs
         assert got["n_scored,none"] == 2
     # the video model got the file; lmms-eval's openai model got frames: the prompt ("video") is the same
-    assert len(model_calls) == 2 * 2 * len(MME_DATASETS) and {c.images for c in model_calls[:6]} == {0}
+    # the group dataset (all eight tasks' rows) gives lmms-eval's group numbers: the official Overall
+    group_dir = tmp_path / "vlm" / "eval-model" / "emo_tasks" / "EmoVid_sample_all"
+    (ours,) = glob.glob(str(group_dir / "judged" / "*" / "*_results.json"))
+    got = json.loads(Path(ours).read_text())["results"]["mme_emotion_sample"]
+    assert {k: got[k] for k in names} == {k: want_all["mme_emotion_sample"][k] for k in names}, logs
+    assert got["n_scored,none"] == 16
+    assert len(model_calls) == 2 * len(MME_DATASETS) + 16 + 16 and {c.images for c in model_calls[:22]} == {0}
     status = json.loads((tmp_path / "vlm" / "eval-model" / "status.json").read_text())["datasets"]
     assert {status[d]["primary_metric"] for d in MME_DATASETS} == {"cot_s"}, status
     # the image model: frames (the judge's sampler), the medium "video frames", judged by VLMEvalKit's --judge
@@ -349,6 +358,7 @@ def test_python_m_vlmeval_runs_mme_emotion_with_the_numbers_of_lmms_eval(tmp_pat
     for args in (
         ["report", str(Path(judged).parent)],
         ["compare", str(lmms_dir), str(tmp_path / "vlm" / "eval-model" / "emo_tasks" / MME_DATASETS[1])],
+        ["compare", str(lmms_dir), str(group_dir)],  # the group against lmms-eval's group
         ["export", str(tmp_path / "vlm" / "eval-model" / "emo_tasks" / MME_DATASETS[2]), "--format", "mme-official",
          "--out", str(tmp_path / "export")],
         ["agreement", *sorted(glob.glob(str(folder / "judged" / "*")))],

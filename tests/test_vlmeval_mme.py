@@ -229,3 +229,33 @@ def test_generation_settings_that_differ_from_the_protocol_are_noted(
 def test_every_mme_table_metric_is_returned_to_vlmevalkit(cache: Path, judge: LoopbackServer, tmp_path: Path) -> None:
     got = mme_vlmeval.evaluate_predictions(DATASET, _predictions(), _eval_file(tmp_path), _kwargs(judge))
     assert set(TABLE.names) <= set(got) and mme_vlmeval.PRIMARY in TABLE.names
+
+
+def test_the_group_dataset_gives_the_pooled_numbers_of_lmms_evals_group(
+    cache: Path, judge: LoopbackServer, tmp_path: Path
+) -> None:
+    from emo_tasks.benchmarks import benchmark
+
+    rows = mme_vlmeval.prediction_rows("EmoVid_sample_all")
+    assert len(rows) == 16 and [r["index"] for r in rows] == list(range(16)) and len({r["task"] for r in rows}) == 8
+    preds = [{**r, "medium": "video", "prediction": _answer(r["index"], r["label"])} for r in rows]
+    eval_file = _eval_file(tmp_path)
+    got = mme_vlmeval.evaluate_predictions("EmoVid_sample_all", preds, eval_file, _kwargs(judge))
+    env = {**os.environ, "OPENAI_BASE_URL": judge.base_url, "OPENAI_API_KEY": API_KEY, "EMO_JUDGE": "api"}
+    per_task, sizes, start = [], [], 0
+    for member in mme_vlmeval.members("EmoVid_sample_all"):  # lmms-eval: each task's aggregation, then the group's
+        docs = hooks.load_task(mme_vlmeval.names()[member][1], env)
+        answers = [p["prediction"] for p in preds[start : start + len(docs)]]
+        records = [hooks.process_results(d, [a])["rec_s"] for d, a in zip(docs, answers, strict=True)]
+        per_task.append(hooks.evaluate(records))
+        sizes.append(len(docs))
+        start += len(docs)
+    pool = benchmark("mme").group_aggregate
+    want = {m: pool([values[m] for values in per_task], sizes) for m in TABLE.names}
+    assert {m: got[m] for m in TABLE.names} == want and want["n_scored"] == 16
+    run = report.load_run(eval_file.parent / "emo_tasks" / "EmoVid_sample_all")
+    assert run.results["mme_emotion_sample"]["cot_s,none"] == got["cot_s"] and len(run.samples) >= 8
+    wrong = [dict(p) for p in preds]
+    wrong[3]["index"] = 16
+    with pytest.raises(DataError, match="index 16 is no row of EmoVid_sample_all"):
+        mme_vlmeval.evaluate_predictions("EmoVid_sample_all", wrong, eval_file, _kwargs(judge))

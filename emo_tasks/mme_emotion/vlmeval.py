@@ -18,6 +18,7 @@ The same rows, prompt, row hash and judge as the lmms-eval tasks `mme_emotion_<t
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections.abc import Mapping, Sequence
 from functools import cache
@@ -53,25 +54,65 @@ def names() -> dict[str, tuple[str, str]]:
     return out
 
 
+#: VLMEvalKit dataset name -> (the lmms-eval group, its source): all the tasks' rows in one dataset, so that one
+#: evaluation gives the benchmark's pooled numbers (the official Overall), as `--tasks mme_emotion_all` does.
+GROUPS = {"EmoVid_all": ("mme_emotion_all", "benchmark"), "EmoVid_sample_all": ("mme_emotion_sample", "sample")}
+
+
+def dataset_names() -> list[str]:
+    """Every MME-Emotion dataset name VLMEvalKit gets: the tasks, then the groups."""
+    return [*names(), *GROUPS]
+
+
 def _task(dataset: str) -> tuple[str, str]:
     if dataset not in names():
-        raise DataError(f"{dataset}: not an MME-Emotion dataset of emo_tasks (known: {', '.join(names())})")
+        raise DataError(f"{dataset}: not an MME-Emotion dataset of emo_tasks (known: {', '.join(dataset_names())})")
     return names()[dataset]
 
 
-def load_docs(dataset: str, env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    """The task's validated rows, as lmms-eval gets them.  Loaded with judging deferred: the rows need no judge, and
-    VLMEvalKit's judge settings are known only when `evaluate` runs."""
+def members(dataset: str) -> list[str]:
+    """The task datasets a dataset is made of: a group's tasks of its source (in the registry's order), or itself."""
+    if dataset in GROUPS:
+        source = GROUPS[dataset][1]
+        return [n for n, (_, name) in names().items() if name.split("/")[1] == source]
+    _task(dataset)
+    return [dataset]
+
+
+def _task_docs(dataset: str, env: Mapping[str, str] | None) -> list[dict[str, Any]]:
     return hooks.load_task(_task(dataset)[1], {**(environ() if env is None else env), "EMO_JUDGE": "defer"})
 
 
+def load_docs(dataset: str, env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """The rows, as lmms-eval gets them (a group: its tasks' rows one after the other).  Loaded with judging
+    deferred: the rows need no judge, and VLMEvalKit's judge settings are known only when `evaluate` runs."""
+    return [doc for member in members(dataset) for doc in _task_docs(member, env)]
+
+
 def prediction_rows(dataset: str, env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    """One row per doc (index = doc_id) with its video and target (the prompt depends on the model: build_prompt)."""
+    """One row per doc (index: its place in `load_docs`) with its task, video and target (the prompt depends on the
+    model: build_prompt)."""
     return [
-        {"index": i, "video": doc["video_id"], "video_path": doc["video_path"], "label": doc["label"],
-         "target": hooks.doc_to_target(doc)}
+        {"index": i, "task": doc["mme_task"], "video": doc["video_id"], "video_path": doc["video_path"],
+         "label": doc["label"], "target": hooks.doc_to_target(doc)}
         for i, doc in enumerate(load_docs(dataset, env))
     ]  # fmt: skip
+
+
+def _split(dataset: str, predictions: Sequence[Mapping[str, Any]], sizes: Sequence[int]) -> list[list[dict]]:
+    """A group's prediction rows per task, each with its index within its task."""
+    starts = [sum(sizes[:k]) for k in range(len(sizes))]
+    parts: list[list[dict]] = [[] for _ in sizes]
+    for n, row in enumerate(predictions, start=1):
+        try:
+            index = int(row["index"])
+        except (KeyError, TypeError, ValueError):
+            raise DataError(f"{dataset} prediction row {n}: no integer `index`") from None
+        if not 0 <= index < sum(sizes):
+            raise DataError(f"{dataset} prediction row {n}: index {index} is no row of {dataset} ({sum(sizes)} docs)")
+        k = bisect.bisect_right(starts, index) - 1
+        parts[k].append({**row, "index": index - starts[k]})
+    return parts
 
 
 def model_frames(doc: Mapping[str, Any], nframe: int, fps: float, root: Path) -> list[str]:
@@ -117,50 +158,68 @@ def evaluate_predictions(
     index -> message) say; none of them: refused."""
     from emo_tasks.vlmeval.images import collect_answers
     from emo_tasks.vlmeval.judging import judge_folder
-    from emo_tasks.vlmeval.runfolder import generation_notes, prompt_config, run_dir, run_settings, write_run
+    from emo_tasks.vlmeval.runfolder import (
+        TaskOutput,
+        generation_notes,
+        prompt_config,
+        run_dir,
+        run_settings,
+        write_tasks,
+    )
 
-    task, dataset_name = _task(dataset)
     env = dict(environ() if env is None else env)
-    docs = load_docs(dataset, env)
-    targets = [hooks.doc_to_target(doc) for doc in docs]
+    parts = [(member, *_task(member), _task_docs(member, env)) for member in members(dataset)]
+    docs = [doc for *_, task_docs in parts for doc in task_docs]
     asked = run_settings(eval_file)
-    answers, failed = collect_answers(1, dataset, predictions, targets, asked.get("limit"))
     said = {str(p["medium"]) for p in predictions if str(p.get("medium")) in MEDIA.values()}
     if len(said) > 1:
         raise DataError(f"{dataset}: {eval_file} says the model was asked with several media ({sorted(said)})")
     medium = said.pop() if said else medium
     if medium is None and structs:
         medium = medium_of_structs(docs, structs)
-    if medium is None:
-        raise DataError(
-            f"{dataset}: {eval_file} does not say which prompt the model was asked (its `medium` column: video or "
-            "video frames, written while VLMEvalKit builds the prompts); run the inference again"
-        )
-    lines = []
-    for doc_id, doc in enumerate(docs[: len(answers)]):
-        if doc_id in failed:
-            continue
-        answer = answers[doc_id][0]
-        lines.append({
-            "doc_id": doc_id, "target": targets[doc_id], "input": hooks.doc_to_text(doc, {"medium": medium}),
-            "input_media": [doc["video_path"]], "resps": [[answer]], "filtered_resps": [answer],
-        })  # fmt: skip
-    config = {"dataset_name": dataset_name, **prompt_config(task)}
-    table = dict(config.get("lmms_eval_specific_kwargs") or {})
-    # as lmms-eval records it for a model the table does not name: the table, its `default` merged in at the top
-    default = {**(table.get("default") or {}), "medium": medium}
-    config["lmms_eval_specific_kwargs"] = {**table, "default": default, **default}
+    group = GROUPS.get(dataset, (None,))[0]
+    outputs, failed_total, limited = [], 0, False
+    for (member, task, dataset_name, task_docs), rows in zip(
+        parts, _split(dataset, predictions, [len(p[3]) for p in parts]), strict=True
+    ):
+        targets = [hooks.doc_to_target(doc) for doc in task_docs]
+        # VLMEvalKit 0.0.20 asks every row of a video dataset whatever --limit says; a limit is honoured if it did
+        answers, failed = collect_answers(1, member, rows, targets, None if group else asked.get("limit"))
+        if medium is None:
+            raise DataError(
+                f"{dataset}: {eval_file} does not say which prompt the model was asked (its `medium` column: video or "
+                "video frames, written while VLMEvalKit builds the prompts); run the inference again"
+            )
+        lines = []
+        for doc_id, doc in enumerate(task_docs[: len(answers)]):
+            if doc_id in failed:
+                continue
+            answer = answers[doc_id][0]
+            lines.append({
+                "doc_id": doc_id, "target": targets[doc_id], "input": hooks.doc_to_text(doc, {"medium": medium}),
+                "input_media": [doc["video_path"]], "resps": [[answer]], "filtered_resps": [answer],
+            })  # fmt: skip
+        config = {"dataset_name": dataset_name, **prompt_config(task)}
+        table = dict(config.get("lmms_eval_specific_kwargs") or {})
+        # as lmms-eval records it for a model the table does not name: the table, its `default` merged in at the top
+        default = {**(table.get("default") or {}), "medium": medium}
+        config["lmms_eval_specific_kwargs"] = {**table, "default": default, **default}
+        outputs.append(TaskOutput(task, dict.fromkeys(TABLE.names), lines, config, len(task_docs)))
+        failed_total += len(failed)
+        limited = limited or len(answers) < len(task_docs)
+    tasks = [o.task for o in outputs]
+    shown = group or tasks[0]
     generation = asked.get("generation") or {}
     host = {
-        "dataset": dataset, "task": task, "n_docs": len(docs), "n_infer_failed": len(failed), "medium": medium,
-        **({"limit": len(answers)} if len(answers) < len(docs) else {}),
+        "dataset": dataset, "task": shown, "n_docs": len(docs), "n_infer_failed": failed_total, "medium": medium,
+        **({"limit": asked.get("limit")} if limited else {}),
         "prediction_file": str(Path(eval_file).resolve()), "generation": asked.get("generation"),
-        "notes": generation_notes(task, generation),
+        "notes": generation_notes(tasks[0], generation),
     }  # fmt: skip
     folder = run_dir(eval_file, dataset)
-    write_run(folder, task, dict.fromkeys(TABLE.names), lines, config, Path(eval_file).parent.name, host,
-              when=Path(eval_file).stat().st_mtime, n_original=len(docs))  # fmt: skip
-    return {**judge_folder(folder, task, env, judge_kwargs), "n_infer_failed": len(failed)}
+    write_tasks(folder, outputs, Path(eval_file).parent.name, host, when=Path(eval_file).stat().st_mtime,
+                groups={group: tasks} if group else None)  # fmt: skip
+    return {**judge_folder(folder, tasks, shown, env, judge_kwargs), "n_infer_failed": failed_total}
 
 
 def medium_of_structs(docs: Sequence[Mapping[str, Any]], structs: Mapping[Any, Any]) -> str | None:
@@ -239,7 +298,7 @@ def dataset_class() -> type:
 
         @classmethod
         def supported_datasets(cls) -> list[str]:
-            return list(names())
+            return dataset_names()
 
         def prepare_dataset(self, dataset: str) -> dict[str, str]:
             return {"root": "", "data_file": ""}  # the rows come from load_task (required by the base class)

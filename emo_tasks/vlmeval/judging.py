@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,24 +47,27 @@ def judge_env(env: Mapping[str, str], judge_kwargs: Mapping[str, Any]) -> dict[s
     return out
 
 
-def judge_folder(folder: Path, task: str, env: Mapping[str, str], judge_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+def judge_folder(
+    folder: Path, tasks: Sequence[str], shown: str, env: Mapping[str, str], judge_kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
     """Judge the run folder's answers with the judge stage (`emo-tasks judge FOLDER`, in this process) and return
-    the task's metrics from its judged results; `{"judging_deferred": True}` under EMO_JUDGE=defer.  A refusal or
+    the metrics of `shown` (one of the run's `tasks`, or their group) from its judged results;
+    `{"judging_deferred": True}` under EMO_JUDGE=defer.  A refusal or
     an error raises (RuntimeError) naming the folder: VLMEvalKit logs it, and the answers stay there."""
     from emo_tasks import stage
 
     if (env.get("EMO_JUDGE") or "").strip().lower() == "defer":
-        print(f"emo-tasks: {task}: judging deferred (EMO_JUDGE=defer): run  emo-tasks judge {folder}", file=sys.stderr)
+        print(f"emo-tasks: {shown}: judging deferred (EMO_JUDGE=defer): run  emo-tasks judge {folder}", file=sys.stderr)
         return {"judging_deferred": True}
     senv = judge_env(env, judge_kwargs)
-    setup = stage.judge_setup(stage.stage_env(senv, {}), [task])
+    setup = stage.judge_setup(stage.stage_env(senv, {}), list(tasks))
     out = folder / stage.JUDGED_DIR / stage.judge_slug(setup)
     code = stage.judge_run(folder, env=senv, out=out)
     if code != stage.EXIT_OK:
         raise RuntimeError(
-            f"{task}: emo-tasks judge exited {code} (its message is above); the answers are kept in {folder}: "
+            f"{shown}: emo-tasks judge exited {code} (its message is above); the answers are kept in {folder}: "
             f"judge them later with  emo-tasks judge {folder}"
         )
     newest = max(out.glob("*_results.json"), key=lambda p: p.name)
-    row = json.loads(newest.read_text(encoding="utf-8"))["results"][task]
+    row = json.loads(newest.read_text(encoding="utf-8"))["results"][shown]
     return {k[: -len(",none")]: v for k, v in row.items() if k.endswith(",none") and "_stderr," not in k}

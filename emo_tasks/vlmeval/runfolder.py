@@ -10,6 +10,7 @@ import argparse
 import json
 import shutil
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,18 @@ def run_dir(eval_file: str | Path, dataset: str) -> Path:
     return Path(eval_file).resolve().parent / FOLDER / dataset
 
 
+@dataclass(frozen=True)
+class TaskOutput:
+    """One task's part of a run folder: its metrics, sample-log lines, config (as lmms-eval records it) and how
+    many docs it has (`n_original`, when more than were answered)."""
+
+    task: str
+    metrics: Mapping[str, Any]
+    lines: Sequence[Mapping[str, Any]]
+    config: Mapping[str, Any]
+    n_original: int | None = None
+
+
 def write_run(
     folder: Path,
     task: str,
@@ -106,27 +119,46 @@ def write_run(
     when: float | None = None,
     n_original: int | None = None,
 ) -> Path:
-    """Write the results file and the sample log of one task into `folder`; returns the results file.  `host`:
-    what the results say of the host run (VLMEvalKit's files, the generation settings known, flags).  `when`: the
-    time the files are named by (the prediction file's mtime: evaluating the same predictions again rewrites the
-    same run instead of adding a second one to the folder); now when not given.  A run of other predictions in the
-    folder (VLMEvalKit has replaced its prediction file since) is removed with what was judged of it: one folder,
-    one run, so no tool needs --run.  `n_original`: the task's docs (`n-samples`), when more than were answered."""
+    """`write_tasks` for one task."""
+    return write_tasks(folder, [TaskOutput(task, metrics, lines, config, n_original)], model, host, when)
+
+
+def write_tasks(
+    folder: Path,
+    tasks: Sequence[TaskOutput],
+    model: str,
+    host: Mapping[str, Any],
+    when: float | None = None,
+    groups: Mapping[str, Sequence[str]] | None = None,
+) -> Path:
+    """Write the results file and a sample log per task into `folder`; returns the results file.  `host`: what the
+    results say of the host run (VLMEvalKit's files, the generation settings known, flags).  `when`: the time the
+    files are named by (the prediction file's mtime: evaluating the same predictions again rewrites the same run
+    instead of adding a second one to the folder); now when not given.  A run of other predictions in the folder
+    (VLMEvalKit has replaced its prediction file since) is removed with what was judged of it: one folder, one
+    run, so no tool needs --run.  `groups`: group -> its tasks (lmms-eval's `group_subtasks`), each with the
+    metric names of its tasks, not computed here (the judge stage pools them)."""
     folder.mkdir(parents=True, exist_ok=True)
     stamp = (datetime.fromtimestamp(when) if when is not None else datetime.now()).strftime("%Y%m%d_%H%M%S")
     _forget_other_runs(folder, stamp)
-    n = len(lines)
+    rows = {t.task: {"alias": t.task, **{f"{k},none": v for k, v in t.metrics.items()}} for t in tasks}
+    for group in groups or {}:
+        rows[group] = {"alias": group, **dict.fromkeys(f"{k},none" for k in tasks[0].metrics)}
     results = {
-        "results": {task: {"alias": task, **{f"{k},none": v for k, v in metrics.items()}}},
-        "configs": {task: {"task": task, **config}},
-        "versions": {task: (config.get("metadata") or {}).get("version")},
-        "n-samples": {task: {"original": max(n, n_original or 0), "effective": n}},
+        "results": rows,
+        "configs": {t.task: {"task": t.task, **t.config} for t in tasks},
+        "versions": {t.task: (t.config.get("metadata") or {}).get("version") for t in tasks},
+        "n-samples": {
+            t.task: {"original": max(len(t.lines), t.n_original or 0), "effective": len(t.lines)} for t in tasks
+        },
+        **({"group_subtasks": {g: list(m) for g, m in groups.items()}} if groups else {}),
         "config": {"model": "vlmevalkit", "model_args": f"model={model}"},
         "date": stamp,
         "emo_tasks_vlmeval": dict(host),
     }
-    text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
-    atomic_write_text(folder / f"{stamp}_samples_{task}.jsonl", text)
+    for t in tasks:
+        text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in t.lines)
+        atomic_write_text(folder / f"{stamp}_samples_{t.task}.jsonl", text)
     out = folder / f"{stamp}_results.json"
     atomic_write_text(out, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     return out
