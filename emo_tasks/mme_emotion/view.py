@@ -45,7 +45,7 @@ _SAMPLING = f"one per {FRAME_INTERVAL_S:g} s, the first {MAX_FRAMES}"
 #: What the viewer says of each field (`emo-tasks view` reads it, optionally, from the view module).
 FIELD_DOCS = {
     "media": f"The video frames the judge was sent ({_SAMPLING}); the video id when the video is not on this machine.",
-    "prompt": "The question the model was asked, as lmms-eval logged it.",
+    "prompt": "The question the model was asked, as the run logged it (lmms-eval's sample log, or a VLMEvalKit run's).",
     "answers": "The model's answer (its reasoning steps end with the predicted label).",
     "gold": "The correct label(s) of the clip.",
     "verdict": "scored: the judge rated every step; judge_failed: a judge agent gave no usable answer (see "
