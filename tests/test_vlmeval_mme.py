@@ -213,6 +213,10 @@ def test_the_runs_settings_are_read_from_its_status_file_never_its_key(tmp_path:
     assert got["limit"] == 6 and got["video_llm"] is True and "sk-secret-1" not in json.dumps(got)
     assert got["generation"]["temperature"] == 0.7 and got["generation"]["max_tokens"] == 2**15  # run.py's default
     assert run_settings(tmp_path / "nowhere" / "x.xlsx") == {"known": False}
+    # the run's own arguments (what VLMEvalKit hands a dataset) win over a status.json of another launcher's argv
+    args = {"work_dir": "w", "limit": 3, "base_url": None, "temperature": None, "max_tokens": 2**15}
+    got = run_settings(_eval_file(tmp_path, argv), args)
+    assert got["limit"] == 3 and set(got["generation"]) == {"model"}  # a model class keeps its own settings
 
 
 @pytest.mark.slow  # in-process, but several judge passes: kept out of the fast tier's budget

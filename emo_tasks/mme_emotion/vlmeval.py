@@ -151,11 +151,12 @@ def evaluate_predictions(
     medium: str | None = None,
     env: Mapping[str, str] | None = None,
     structs: Mapping[Any, Any] | None = None,
+    run_args: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """VLMEvalKit's predictions of `dataset` -> a predict-only run folder beside them, judged by the judge stage;
     returns the metrics.  The medium the model was asked: the file's `medium` column, else `medium` (what
     build_prompt asked in this process), else what the prompts VLMEvalKit kept (`structs`: its `*_structs.pkl`,
-    index -> message) say; none of them: refused."""
+    index -> message) say; none of them: refused.  `run_args`: the run's arguments (`runfolder.run_settings`)."""
     from emo_tasks.vlmeval.images import collect_answers
     from emo_tasks.vlmeval.judging import judge_folder
     from emo_tasks.vlmeval.runfolder import (
@@ -170,7 +171,7 @@ def evaluate_predictions(
     env = dict(environ() if env is None else env)
     parts = [(member, *_task(member), _task_docs(member, env)) for member in members(dataset)]
     docs = [doc for *_, task_docs in parts for doc in task_docs]
-    asked = run_settings(eval_file)
+    asked = run_settings(eval_file, run_args)
     said = {str(p["medium"]) for p in predictions if str(p.get("medium")) in MEDIA.values()}
     if len(said) > 1:
         raise DataError(f"{dataset}: {eval_file} says the model was asked with several media ({sorted(said)})")
@@ -262,6 +263,7 @@ def dataset_class() -> type:
 
     from emo_tasks.settings import CommonSettings
     from emo_tasks.vlmeval import HOST_TYPE
+    from emo_tasks.vlmeval.runfolder import RUN_ARGS
 
     class EmoVid(VideoBaseDataset):
         """MME-Emotion (emo_tasks): the emotion in a video clip, reasoned step by step, scored by the multi-agent
@@ -274,8 +276,9 @@ def dataset_class() -> type:
             self, dataset: str = "EmoVid_sample_ER_Lab", nframe: int = MAX_FRAMES, fps: float = -1, pack: bool = False,
             **kwargs: Any,
         ) -> None:  # fmt: skip
-            # run.py hands every CLI argument (`vars(args)`) to a video dataset: the rest is ignored
+            # run.py hands every CLI argument (`vars(args)`) to a video dataset: kept for what the run asked
             self.dataset_name, self.nframe, self.fps, self.pack = dataset, nframe, fps, False
+            self.run_args = {k: kwargs.get(k) for k in RUN_ARGS}
             self.docs = load_docs(dataset)
             self._data = pd.DataFrame(prediction_rows(dataset))
             self.videos = list(self._data["video"])
@@ -319,7 +322,9 @@ def dataset_class() -> type:
         def evaluate(self, eval_file: str, **judge_kwargs: Any) -> dict[str, Any]:
             rows = load(eval_file).to_dict("records")
             structs = None if self.medium else kept_structs(eval_file, self.dataset_name)
-            return evaluate_predictions(self.dataset_name, rows, eval_file, judge_kwargs, self.medium, structs=structs)
+            return evaluate_predictions(
+                self.dataset_name, rows, eval_file, judge_kwargs, self.medium, structs=structs, run_args=self.run_args
+            )
 
         @classmethod
         def report_primary_metric(cls, metrics: dict[str, Any] | None) -> dict[str, float]:

@@ -162,6 +162,23 @@ def score(
     return metrics, lines, host
 
 
+def _with_run_args(init: Callable[..., None]) -> Callable[..., None]:
+    """`init` with the run's arguments (`runfolder.RUN_ARGS`) as named parameters: VLMEvalKit's build_dataset hands
+    a dataset class only the arguments its constructor names."""
+    import inspect
+
+    from .runfolder import RUN_ARGS
+
+    params = [p for p in inspect.signature(init).parameters.values() if p.kind is not p.VAR_KEYWORD]
+    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for name in RUN_ARGS]
+
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+
+    wrapped.__signature__ = inspect.Signature([*params, *extra])  # type: ignore[attr-defined]
+    return wrapped
+
+
 def dataset_class(task: ImageTask, class_name: str, doc: str) -> type:
     """The VLMEvalKit dataset class of `task` (imports vlmeval)."""
     import pandas as pd
@@ -183,8 +200,15 @@ def dataset_class(task: ImageTask, class_name: str, doc: str) -> type:
         value = (metrics or {}).get(task.primary)
         return {task.primary: value} if isinstance(value, int | float) else {}
 
+    def __init__(
+        self: Any, dataset: str = next(iter(task.names)), skip_noimg: bool = True, **run_args: Any
+    ) -> None:  # fmt: skip
+        # build_dataset hands over the run's arguments named here (RUN_ARGS): what it asked, for the results
+        self.run_args = run_args
+        ImageBaseDataset.__init__(self, dataset=dataset, skip_noimg=skip_noimg)
+
     def evaluate(self: Any, eval_file: str, **judge_kwargs: Any) -> dict[str, Any]:
-        asked = run_settings(eval_file)
+        asked = run_settings(eval_file, getattr(self, "run_args", None))
         metrics, lines, host = score(task, self.dataset_name, load(eval_file).to_dict("records"),
                                      limit=asked.get("limit"))  # fmt: skip
         lmms_task, dataset_name = task.names[self.dataset_name]
@@ -198,6 +222,7 @@ def dataset_class(task: ImageTask, class_name: str, doc: str) -> type:
 
     return type(class_name, (ImageBaseDataset,), {
         "__doc__": doc, "TYPE": HOST_TYPE, "MODALITY": "IMAGE", "DATASET_URL": dict.fromkeys(task.names, ""),
-        "load_data": load_data, "build_prompt": build_prompt, "evaluate": evaluate,
+        "__init__": _with_run_args(__init__), "load_data": load_data, "build_prompt": build_prompt,
+        "evaluate": evaluate,
         "report_primary_metric": classmethod(report_primary_metric),
     })  # fmt: skip

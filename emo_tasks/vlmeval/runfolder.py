@@ -47,16 +47,45 @@ _FLAGS = (("--limit", int), ("--temperature", float), ("--max-tokens", int), ("-
           ("--repetition-penalty", float), ("--base-url", str), ("--config", str))  # fmt: skip
 
 
-def run_settings(eval_file: str | Path) -> dict[str, Any]:
-    """What the VLMEvalKit run that wrote `eval_file` was asked, from its `status.json` beside it (run.py records
-    its argv there): `limit` and the generation settings (`generation`), which belong to the model in VLMEvalKit,
-    not to the dataset.  Never the argv itself: it holds the model's API key.  `{"known": False}` when there is no
-    readable status.json (a prediction file from elsewhere, or another launcher)."""
+#: The run's arguments (VLMEvalKit's argparse names) that say what it asked: `work_dir` is there only when the
+#: dataset got the whole argument set.
+RUN_ARGS = ("work_dir", "limit", "base_url", "config", "video_llm", "temperature", "max_tokens", "top_p", "top_k",
+            "repetition_penalty")  # fmt: skip
+
+
+def run_settings(eval_file: str | Path, args: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What the VLMEvalKit run that wrote `eval_file` was asked: `limit` and the generation settings
+    (`generation`), which belong to the model in VLMEvalKit, not to the dataset.
+
+    From the run's own arguments when the dataset was handed them (`args`: VLMEvalKit gives a dataset's constructor
+    `vars(args)`, under `python -m vlmeval` and under EvalScope's backend alike), else from the `status.json` beside
+    the file (run.py records its argv there; a dataset built from a `--config` entry gets only that entry).  Only
+    --base-url models take the command line's generation flags; other models keep their own settings, which the
+    run does not say.  Never the argv itself: it holds the model's API key.  `{"known": False}` when neither
+    is there."""
+    if args is not None and args.get("work_dir") is not None:
+        ns = argparse.Namespace(**{k: args.get(k) for k in RUN_ARGS})
+    else:
+        ns = _status_args(eval_file)
+        if ns is None:
+            return {"known": False}
+    if ns.base_url:
+        given = {k: getattr(ns, k) for k in ("temperature", "max_tokens", "top_p", "top_k", "repetition_penalty")}
+        given = {k: v for k, v in given.items() if v is not None}
+        generation = {"model": "--base-url (VLMEvalKit's LMDeployAPI)", **BASE_URL_DEFAULTS, **given}
+    elif ns.config:
+        generation = {"model": f"--config {ns.config} (the generation settings are the model's entry there)"}
+    else:
+        generation = {"model": "a VLMEvalKit model class (its own generation settings, not recorded by the run)"}
+    return {"known": True, "limit": ns.limit, "video_llm": bool(ns.video_llm), "generation": generation}
+
+
+def _status_args(eval_file: str | Path) -> argparse.Namespace | None:
     try:
         argv = json.loads((Path(eval_file).parent / "status.json").read_text(encoding="utf-8"))["argv"]
         assert isinstance(argv, list)
     except (OSError, ValueError, KeyError, TypeError, AssertionError):
-        return {"known": False}
+        return None
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     for flag, kind in _FLAGS:
         parser.add_argument(flag, type=kind, default=None)
@@ -64,16 +93,8 @@ def run_settings(eval_file: str | Path) -> dict[str, Any]:
     try:
         ns, _ = parser.parse_known_args([str(a) for a in argv[1:]])
     except (SystemExit, ValueError):
-        return {"known": False}
-    given = {k: getattr(ns, k) for k in ("temperature", "max_tokens", "top_p", "top_k", "repetition_penalty")}
-    given = {k: v for k, v in given.items() if v is not None}
-    if ns.base_url:
-        generation = {"model": "--base-url (VLMEvalKit's LMDeployAPI)", **BASE_URL_DEFAULTS, **given}
-    elif ns.config:
-        generation = {"model": f"--config {ns.config} (its generation settings are the model's there)", **given}
-    else:
-        generation = {"model": "a VLMEvalKit model wrapper (its own defaults for what is not given)", **given}
-    return {"known": True, "limit": ns.limit, "video_llm": bool(ns.video_llm), "generation": generation}
+        return None
+    return ns
 
 
 def generation_notes(task: str, generation: Mapping[str, Any]) -> list[str]:
