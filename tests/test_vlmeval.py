@@ -404,6 +404,9 @@ checks = {
     "judge_kwargs keys": all(k in inspect.getsource(run.get_judge_kwargs)
                              for k in ("'nproc'", "'retry'", "'timeout'", "'api_base'", "'key'", "'model'")),
     "status.json keeps argv": "argv=sys.argv" in inspect.getsource(run),
+    "build_dataset hands our classes the run's arguments": "dataset_kwargs = vars(args)" in inspect.getsource(run)
+        and ds.build_dataset("EmoMVEI_sample", work_dir="w", limit=6, data=["x"]).run_args["limit"] == 6
+        and ds.build_dataset("EmoVid_sample_ER_Lab", work_dir="w", limit=6, data=["x"]).run_args["limit"] == 6,
 }
 print(json.dumps({k: bool(v) for k, v in checks.items()}))
 """
@@ -411,4 +414,69 @@ print(json.dumps({k: bool(v) for k, v in checks.items()}))
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     checks = json.loads(done.stdout.strip().splitlines()[-1])
-    assert [k for k, ok in checks.items() if not ok] == [] and len(checks) == 12
+    assert [k for k, ok in checks.items() if not ok] == [] and len(checks) == 13
+
+
+_EVALSCOPE_RUN = r"""
+import glob, json, os, sys
+sys.path[:0] = [sys.argv[1], sys.argv[1] + "/tests"]
+from fakes import Model
+from judges.testing import LoopbackServer
+from evalscope import TaskConfig, run_task
+
+key, work, limit = os.environ["OPENAI_API_KEY"], sys.argv[2], json.loads(sys.argv[3])
+with LoopbackServer(responder=Model(), expected_api_key=key) as srv:
+    os.environ["OPENAI_BASE_URL"] = srv.base_url  # MME-Emotion's judge
+    model = {"name": "CustomAPIModel", "type": "eval-model", "api_base": f"{srv.base_url}/chat/completions",
+             "key": key, "temperature": 0.0, "img_size": -1, "max_tokens": 1024}
+    config = {"data": sys.argv[4:], "model": [model], "mode": "all", "reuse": False, "nproc": 4, **limit}
+    run_task(task_cfg=TaskConfig(eval_backend="VLMEvalKit", eval_config=config, work_dir=work))
+"""
+
+
+def _evalscope_python() -> str:
+    python = _vlmeval_python()
+    probe = subprocess.run([python, "-c", "import evalscope"], capture_output=True, text=True, timeout=300)
+    if probe.returncode != 0:
+        pytest.skip(f'EvalScope is not installed for {python}: `pip install -e ".[vlmeval,evalscope]"`')
+    return python
+
+
+@pytest.mark.slow
+def test_evalscope_runs_our_datasets_through_its_vlmevalkit_backend(tmp_path: Path) -> None:
+    """EvalScope's documented Python API (`run_task(TaskConfig(eval_backend="VLMEvalKit", ...))`, its own model
+    class) on MVEI and MME-Emotion: the run folders are written; the answers EvalScope collected, scored by our
+    lmms-eval path, give its numbers; its `limit` reaches our datasets (they read the run's arguments)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from conftest import env_without_secrets, with_mme_sample
+
+    python = _evalscope_python()
+    key = "sk-vlm-0000000000000000"
+    env = {
+        **env_without_secrets(),
+        "OPENAI_API_KEY": key,
+        "PYTHONPATH": str(ROOT),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "EMO_CACHE_DIR": str(with_mme_sample(tmp_path / "cache")),
+        "EMO_PROGRESS": "0",
+    }
+    for work, limit, data in ((tmp_path / "es", {}, [SAMPLE, "EmoVid_sample_ER_Lab"]),
+                              (tmp_path / "es_limit", {"limit": 6}, [SAMPLE])):  # fmt: skip
+        done = subprocess.run([python, "-c", _EVALSCOPE_RUN, str(ROOT), str(work), json.dumps(limit), *data],
+                              capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+    import pandas as pd
+
+    (ours,) = glob.glob(str(tmp_path / "es" / "*" / "eval-model" / "emo_tasks" / SAMPLE / "*_results.json"))
+    (xlsx,) = glob.glob(str(tmp_path / "es" / "*" / "eval-model" / f"eval-model_{SAMPLE}.xlsx"))
+    metrics, _, _ = mvei_vlmeval.score_predictions(SAMPLE, pd.read_excel(xlsx).to_dict("records"))
+    got = json.loads(Path(ours).read_text())["results"]["mvei_sample"]
+    assert {f"{k},none": v for k, v in metrics.items()} == {k: v for k, v in got.items() if k != "alias"}
+    (judged,) = glob.glob(str(tmp_path / "es" / "*" / "eval-model" / "emo_tasks" / "EmoVid_sample_ER_Lab" / "judged"
+                              / "*" / "*_results.json"))  # fmt: skip
+    assert json.loads(Path(judged).read_text())["results"]["mme_emotion_sample_er_lab"]["n_scored,none"] == 2
+    (limited,) = glob.glob(str(tmp_path / "es_limit" / "*" / "eval-model" / "emo_tasks" / SAMPLE / "*_results.json"))
+    data = json.loads(Path(limited).read_text())
+    assert data["n-samples"]["mvei_sample"] == {"original": 16, "effective": 2}
+    assert data["emo_tasks_vlmeval"]["limit"] == 2 and key not in Path(limited).read_text()

@@ -4,7 +4,7 @@ VLMEvalKit has no plugin mechanism: a dataset class is visible when it is in `vl
 names in `SUPPORTED_DATASETS`, and the class an attribute of `vlmeval.dataset` (the `--config {"class": ...}` path).
 `register()` puts every class the registry names (`Benchmark.vlmeval_datasets`) there; the start-up hook
 (`_emo_tasks_autoload`) calls it when a program imports `vlmeval.dataset`, so `python -m vlmeval --data EmoMVEI
-...` (and any process that imports it: EvalScope's backend does, not tested here) sees our names with no code change
+...` (and any process that imports it: EvalScope's VLMEvalKit backend does, tested) sees our names with no code change
 by the user.
 
 One core, two hosts: the classes load the same validated data, ask the same prompts and score with the same
