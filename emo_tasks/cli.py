@@ -307,7 +307,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     header = ["task", "metric", "base", "new", "delta", "95% CI", "p", "n paired (base/new)", "test", "verdict"]
     rows, failed = [], []
     for r in results:
-        regression = r.p_value < args.alpha and r.drop > args.max_drop
+        regression = report.is_regression(r, args.alpha, args.max_drop)
         significant = r.p_value < args.alpha
         verdict = (
             "REGRESSION"

@@ -927,6 +927,12 @@ def select_metrics(base: Run, new: Run, wanted: Sequence[str]) -> tuple[list[tup
     return pairs, unmatched
 
 
+def is_regression(r: Comparison, alpha: float, max_drop: float = 0.0) -> bool:
+    """The gate's verdict on one paired test: a significant change (two-sided p < alpha) that is a drop beyond
+    `max_drop` (the metric's units).  `emo-tasks compare` and `benchmarks/gate_power.py` both use it."""
+    return r.p_value < alpha and r.drop > max_drop
+
+
 def compare_metric(
     base: Run, new: Run, task: str, metric: str, resamples: int = 1000, seed: int = 0
 ) -> Comparison | str:
