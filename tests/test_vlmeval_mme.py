@@ -99,6 +99,9 @@ def test_evaluate_gives_lmms_evals_numbers_for_the_same_answers(
 ) -> None:
     preds = _predictions()
     got = mme_vlmeval.evaluate_predictions(DATASET, preds, _eval_file(tmp_path), _kwargs(judge))
+    sent = len(judge.calls)
+    again = mme_vlmeval.evaluate_predictions(DATASET, preds, _eval_file(tmp_path), _kwargs(judge))
+    assert again == got and len(judge.calls) == sent > 0  # evaluated again: the judge cache answers, nothing sent
     env = {**os.environ, "OPENAI_BASE_URL": judge.base_url, "OPENAI_API_KEY": API_KEY, "EMO_JUDGE": "api"}
     docs = hooks.load_task("mme_emotion/sample/ER-Lab", env)  # lmms-eval's path: process_docs .. aggregation
     records = [hooks.process_results(doc, [p["prediction"]])["rec_s"] for doc, p in zip(docs, preds, strict=True)]
