@@ -63,25 +63,14 @@ def binary(p: float = 0.6, redraw: float = 0.3) -> Generator:
     return gen
 
 
-def fraction(p: float = 0.55, redraw: float = 0.3) -> Generator:
-    """ML-ER: K = 1..3 labels per row (as the task's label sets), the share of them recognised x 100."""
+def shares(p: float, redraw: float, most: int) -> Generator:
+    """A row of 1..`most` parts, each 0 or 1, worth the share of them that is 1, x 100: ML-ER's recognised labels
+    (`most` 3, as the task's label sets) or Rea-S's step ratings (`most` 4)."""
 
     def gen(n: int, drop: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        k = rng.integers(1, 4, n)
-        u, v = _latent(rng, (n, 3), redraw)
-        used = np.arange(3)[None, :] < k[:, None]
-        return (100.0 * ((u < p) & used).sum(1) / k, 100.0 * ((v < p - drop / 100) & used).sum(1) / k)
-
-    return gen
-
-
-def ratings(p: float = 0.7, redraw: float = 0.3) -> Generator:
-    """Rea-S: 1..4 rated steps per row (0 or 1 each), their mean x 100."""
-
-    def gen(n: int, drop: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        k = rng.integers(1, 5, n)
-        u, v = _latent(rng, (n, 4), redraw)
-        used = np.arange(4)[None, :] < k[:, None]
+        k = rng.integers(1, most + 1, n)
+        u, v = _latent(rng, (n, most), redraw)
+        used = np.arange(most)[None, :] < k[:, None]
         return (100.0 * ((u < p) & used).sum(1) / k, 100.0 * ((v < p - drop / 100) & used).sum(1) / k)
 
     return gen
@@ -109,8 +98,8 @@ class Kind:
 
 KINDS = (
     Kind("0/1 recognition (Rec-S)", "mme_emotion_er_lab", "rec_s", 2.0, 6500, binary()),
-    Kind("fractional ML-ER (Rec-S)", "mme_emotion_ml_er", "rec_s", 2.0, 6500, fraction()),
-    Kind("0-1 step ratings (Rea-S)", "mme_emotion_er_lab", "rea_s", 2.0, 6500, ratings()),
+    Kind("fractional ML-ER (Rec-S)", "mme_emotion_ml_er", "rec_s", 2.0, 6500, shares(0.55, 0.3, most=3)),
+    Kind("0-1 step ratings (Rea-S)", "mme_emotion_er_lab", "rea_s", 2.0, 6500, shares(0.7, 0.3, most=4)),
     Kind("MultiEmo scores (SRCC)", "multiemo", "srcc", 0.02, 10344, correlation()),
 )
 
