@@ -326,6 +326,11 @@ def judge_slug(setup: Mapping[str, Any]) -> str:
     return f"{readable}-{digest}"
 
 
+def judged_dir(run_path: Path, setup: Mapping[str, Any]) -> Path:
+    """Where the stage writes a judge setup's results unless told (--out): RUN/judged/<judge_slug(setup)>."""
+    return Path(run_path) / JUDGED_DIR / judge_slug(setup)
+
+
 def _role_order(item: tuple[str, Any]) -> int:
     return {"judge": 0, "step": 1, "audio": 2}.get(item[0], 3)
 
@@ -435,7 +440,7 @@ def judge_run(
 
             return dry_run_report(plans, prices or {}, outp, extra_judge)
         setup = judge_setup(senv, names, extra_judge)
-        out_dir = Path(out) if out is not None else run_path / JUDGED_DIR / judge_slug(setup)
+        out_dir = Path(out) if out is not None else judged_dir(run_path, setup)
         usable_out(out_dir)
         with _judge_lock(out_dir, err):
             return _judge_and_write(

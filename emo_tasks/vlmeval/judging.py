@@ -60,8 +60,7 @@ def judge_folder(
         print(f"emo-tasks: {shown}: judging deferred (EMO_JUDGE=defer): run  emo-tasks judge {folder}", file=sys.stderr)
         return {"judging_deferred": True}
     senv = judge_env(env, judge_kwargs)
-    setup = stage.judge_setup(stage.stage_env(senv, {}), list(tasks))
-    out = folder / stage.JUDGED_DIR / stage.judge_slug(setup)
+    out = stage.judged_dir(folder, stage.judge_setup(stage.stage_env(senv, {}), list(tasks)))  # judge_run's default
     code = stage.judge_run(folder, env=senv, out=out)
     if code != stage.EXIT_OK:
         raise RuntimeError(
