@@ -92,10 +92,15 @@ def load_docs(dataset: str, env: Mapping[str, str] | None = None) -> list[dict[s
 def prediction_rows(dataset: str, env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """One row per doc (index: its place in `load_docs`) with its task, video and target (the prompt depends on the
     model: build_prompt)."""
+    return rows_of(load_docs(dataset, env))
+
+
+def rows_of(docs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """`prediction_rows` of docs already loaded."""
     return [
         {"index": i, "task": doc["mme_task"], "video": doc["video_id"], "video_path": doc["video_path"],
          "label": doc["label"], "target": hooks.doc_to_target(doc)}
-        for i, doc in enumerate(load_docs(dataset, env))
+        for i, doc in enumerate(docs)
     ]  # fmt: skip
 
 
@@ -159,14 +164,7 @@ def evaluate_predictions(
     index -> message) say; none of them: refused.  `run_args`: the run's arguments (`runfolder.run_settings`)."""
     from emo_tasks.vlmeval.images import collect_answers
     from emo_tasks.vlmeval.judging import judge_folder
-    from emo_tasks.vlmeval.runfolder import (
-        TaskOutput,
-        generation_notes,
-        prompt_config,
-        run_dir,
-        run_settings,
-        write_tasks,
-    )
+    from emo_tasks.vlmeval.runfolder import TaskOutput, prompt_config, run_dir, run_facts, run_settings, write_tasks
 
     env = dict(environ() if env is None else env)
     parts = [(member, *_task(member), _task_docs(member, env)) for member in members(dataset)]
@@ -210,12 +208,9 @@ def evaluate_predictions(
         limited = limited or len(answers) < len(task_docs)
     tasks = [o.task for o in outputs]
     shown = group or tasks[0]
-    generation = asked.get("generation") or {}
     host = {
         "dataset": dataset, "task": shown, "n_docs": len(docs), "n_infer_failed": failed_total, "medium": medium,
-        **({"limit": asked.get("limit")} if limited else {}),
-        "prediction_file": str(Path(eval_file).resolve()), "generation": asked.get("generation"),
-        "notes": generation_notes(tasks[0], generation),
+        **({"limit": asked.get("limit")} if limited else {}), **run_facts(eval_file, tasks[0], asked),
     }  # fmt: skip
     folder = run_dir(eval_file, dataset)
     write_tasks(folder, outputs, Path(eval_file).parent.name, host, when=Path(eval_file).stat().st_mtime,
@@ -280,7 +275,7 @@ def dataset_class() -> type:
             self.dataset_name, self.nframe, self.fps, self.pack = dataset, nframe, fps, False
             self.run_args = {k: kwargs.get(k) for k in RUN_ARGS}
             self.docs = load_docs(dataset)
-            self._data = pd.DataFrame(prediction_rows(dataset))
+            self._data = pd.DataFrame(rows_of(self.docs))  # the rows loaded once: load_task checks every video
             self.videos = list(self._data["video"])
             self.frame_root = str(CommonSettings.from_env(environ()).cache_dir / FRAMES_DIR)
             self.medium: str | None = None

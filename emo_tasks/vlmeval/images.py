@@ -186,7 +186,7 @@ def dataset_class(task: ImageTask, class_name: str, doc: str) -> type:
     from vlmeval.smp import load
 
     from . import HOST_TYPE
-    from .runfolder import generation_notes, prompt_config, run_dir, run_settings, write_run
+    from .runfolder import prompt_config, run_dir, run_facts, run_settings, write_run
 
     def load_data(self: Any, dataset: str) -> Any:
         return pd.DataFrame(prediction_rows(task, dataset))
@@ -212,8 +212,8 @@ def dataset_class(task: ImageTask, class_name: str, doc: str) -> type:
         metrics, lines, host = score(task, self.dataset_name, load(eval_file).to_dict("records"),
                                      limit=asked.get("limit"))  # fmt: skip
         lmms_task, dataset_name = task.names[self.dataset_name]
-        host.update(prediction_file=str(Path(eval_file).resolve()), generation=asked.get("generation"))
-        host["notes"] = [*host.get("notes", []), *generation_notes(lmms_task, asked.get("generation") or {})]
+        facts = run_facts(eval_file, lmms_task, asked)
+        host.update(facts, notes=[*host.get("notes", []), *facts["notes"]])
         config = {"dataset_name": dataset_name, "repeats": task.repeats, **prompt_config(lmms_task)}
         write_run(run_dir(eval_file, self.dataset_name), lmms_task, metrics, lines, config,
                   Path(eval_file).parent.name, host, when=Path(eval_file).stat().st_mtime,

@@ -113,6 +113,17 @@ def generation_notes(task: str, generation: Mapping[str, Any]) -> list[str]:
     return notes
 
 
+def run_facts(eval_file: str | Path, task: str, asked: Mapping[str, Any]) -> dict[str, Any]:
+    """What the results say of the VLMEvalKit run behind `eval_file` (`asked`: its `run_settings`): the prediction
+    file, the generation settings known, and a note for each that differs from `task`'s."""
+    generation = asked.get("generation")
+    return {
+        "prediction_file": str(Path(eval_file).resolve()),
+        "generation": generation,
+        "notes": generation_notes(task, generation or {}),
+    }
+
+
 def run_dir(eval_file: str | Path, dataset: str) -> Path:
     return Path(eval_file).resolve().parent / FOLDER / dataset
 
