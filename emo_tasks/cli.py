@@ -11,6 +11,8 @@
     emo-tasks compare BASE_RUN NEW_RUN [--metric M ...] [--max-drop X] [--alpha 0.05] [--force]
                       [--base-run NAME_OR_PATH] [--new-run NAME_OR_PATH]
                       [--max-failure-share 0.1] [--min-coverage 0.9] [--view DIR]
+    emo-tasks plan-gate BASE_RUN --detect D [--detect METRIC=D] [--power 0.8] [--alpha 0.05] [--second RUN]
+                        [--tasks T,...] [--seed S] [--cost [--price MODEL=IN/OUT]] --out SUBSET.json
     emo-tasks agreement JUDGE_FILE HUMAN_FILE [--icc-form ICC(2,1)] [--format text|json]
     emo-tasks agreement RUN_A RUN_B [--icc-form ICC(2,1)] [--format text|json] [--resamples N] [--seed S]
 
@@ -132,6 +134,36 @@ def _parser() -> argparse.ArgumentParser:
                    help="also write `emo-tasks view`'s site over the two runs into DIR (new or empty), with the page "
                    "of the samples that flipped (#compare/r1/r2)")  # fmt: skip
 
+    g = sub.add_parser(
+        "plan-gate",
+        help="plan a CI gate's subset: the rows compare needs to catch a stated drop with a stated power",
+        description="From an accepted (judged) run's per-sample values, compute per headline task how many rows "
+        "`emo-tasks compare`'s paired tests need to flag a drop of --detect with probability --power at level "
+        "--alpha, draw them at random stratified by task and category (seeded: the same inputs give the same "
+        "subset), and write a subset file. Run lmms-eval with EMO_SUBSET=SUBSET.json to answer only those rows; "
+        "`emo-tasks compare BASE_RUN SUBSET_RUN` then gates on them. Prints the rows, the expected power per metric, "
+        "the share of the full run and, with --cost, the judge calls and cost of the full run and of the subset "
+        "(the judge stage's dry run over BASE_RUN's answers, nothing counted as cached). See docs/ci.md. Exit "
+        "codes: 0 written; 2 no plan can be made from these runs (a subset or --limit base run, no per-sample "
+        "values, a task without a drop to detect); 3 error.",
+    )
+    g.add_argument("base", metavar="BASE_RUN", help="the accepted full run (judged), as compare's BASE_RUN")
+    g.add_argument("--detect", action="append", default=[], metavar="D|METRIC=D", required=True,
+                   help="the drop to catch, in the metric's units (MME/MVEI points; repeat METRIC=D per metric, e.g. "
+                   "--detect 2 --detect srcc=0.02)")  # fmt: skip
+    g.add_argument("--power", type=float, default=0.8, help="probability of catching that drop (default 0.8)")
+    g.add_argument("--alpha", type=float, default=0.05, help="compare's significance level (default 0.05)")
+    g.add_argument("--second", metavar="RUN", help="a second run of the same model: its paired spread replaces the "
+                   "conservative independence assumption")  # fmt: skip
+    g.add_argument("--tasks", help="comma-separated headline tasks of BASE_RUN (default: all)")
+    g.add_argument("--seed", type=int, default=0, help="the draw's seed (default 0)")
+    g.add_argument("--name", help="the subset's name (default from the drop and power)")
+    g.add_argument("--run", dest="pick", metavar="NAME_OR_PATH", help="which results of BASE_RUN (as report's --run)")
+    g.add_argument("--cost", action="store_true", help="also dry-run the judge over the full run and the subset")
+    g.add_argument("--price", action="append", default=[], metavar="MODEL=IN/OUT",
+                   help="USD per 1M input/output tokens, for --cost (repeatable)")  # fmt: skip
+    g.add_argument("--out", required=True, metavar="SUBSET.json", help="where to write the subset file")
+
     a = sub.add_parser(
         "agreement",
         help="judge-vs-human (two JSONL files) or judge-vs-judge (two judged run folders) agreement",
@@ -168,6 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_report(args)
         if args.command == "compare":
             return cmd_compare(args)
+        if args.command == "plan-gate":
+            return cmd_plan_gate(args)
         return cmd_agreement(args)
     except report.InputError as exc:
         print(f"emo-tasks {args.command}: error: {exc}", file=sys.stderr)
@@ -236,6 +270,34 @@ def cmd_report(args: argparse.Namespace) -> int:
         report.plot(runs, args.plot, args.resamples, args.seed)
         print(f"wrote {args.plot}", file=sys.stderr)
     return 0
+
+
+def cmd_plan_gate(args: argparse.Namespace) -> int:
+    """Write the subset file and print the plan (`emo_tasks.gate_plan`); 2 when no plan can be made."""
+    from . import gate_plan
+    from .dryrun import parse_prices
+    from .settings import environ
+
+    try:
+        detect = gate_plan.parse_detect(args.detect)
+        if not 0.5 <= args.power < 1 or not 0 < args.alpha < 1:
+            raise gate_plan.PlanError(f"--power {args.power:g} must be in [0.5, 1), --alpha {args.alpha:g} in (0, 1)")
+        tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
+        plan = gate_plan.plan_gate(args.base, detect, power=args.power, alpha=args.alpha, second_dir=args.second,
+                                   tasks=tasks, seed=args.seed, name=args.name, pick=args.pick)  # fmt: skip
+    except gate_plan.PlanError as exc:
+        print(f"emo-tasks plan-gate: {exc}", file=sys.stderr)
+        return EXIT_NOT_COMPARABLE
+    print(gate_plan.render(plan))
+    if args.cost:
+        prices, env = parse_prices(args.price), environ()
+        print("\njudge cost of the full run (dry run over BASE_RUN's answers):")
+        print(gate_plan.dry_run_cost(args.base, None, prices, env, args.pick))
+        print("\njudge cost of the subset:")
+        print(gate_plan.dry_run_cost(args.base, plan.rows(), prices, env, args.pick))
+    path = gate_plan.write(plan, args.out)
+    print(f"\nwrote {path}: run lmms-eval with EMO_SUBSET={path}, then `emo-tasks compare {args.base} NEW_RUN`")
+    return EXIT_PASS
 
 
 def _fmt(x: float | None, digits: int = 3) -> str:
@@ -339,6 +401,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         f"{', '.join(sorted(report.lower_is_better()))}; alpha {args.alpha}, max drop {args.max_drop}"
     )
     _print_failures(failures, out=sys.stdout)
+    _print_power(new, results, args.alpha)
     from .memo import remembering
 
     with remembering():  # the flips and the site read each run's files once
@@ -350,6 +413,35 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(f"emo-tasks compare: significant drop in {names}", file=sys.stderr)
         return EXIT_REGRESSION
     return viewed
+
+
+def _print_power(new: report.Run, results: Sequence[report.Comparison], alpha: float) -> None:
+    """What a pass means, on every verdict: the drop each test would have caught with probability 0.8 (from its
+    rows' observed paired spread), and, for a run on a planned subset, the drop and power it was planned for."""
+    lines = []
+    for r in results:
+        mdd = r.detectable_drop(0.8, alpha)
+        if mdd == 0:
+            lines.append(f"  {r.task} {r.metric}: nothing to state (all {r.n} paired samples hold one value in both "
+                         "runs: no spread)")  # fmt: skip
+        elif mdd is not None:
+            lines.append(f"  {r.task} {r.metric}: a drop of {mdd:.3g} or more, with probability 0.80 "
+                         f"({r.n} paired samples and their spread)")  # fmt: skip
+    if lines:
+        print(f"\npower: a pass rules out, at alpha {alpha:g}:", *lines, sep="\n")
+    plans = {}
+    for task in sorted(new.results):
+        rec = new.subset(task)
+        if rec is not None and rec.get("plan"):
+            plans.setdefault(rec.get("name"), rec["plan"])
+    for name, plan in plans.items():
+        detect, power = plan.get("detect") or {}, plan.get("power")
+        expected = plan.get("expected_power") or {}
+        print(f"planned (subset {name!r}, `emo-tasks plan-gate`): a pass means no drop of "
+              + ", ".join(f"{d:g} in {m}" for m, d in sorted(detect.items()))
+              + f" or more, with probability {power:g} at alpha {plan.get('alpha'):g}"
+              + (" (expected power " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(expected.items())) + ")"
+                 if expected else ""))  # fmt: skip
 
 
 #: How many flipped samples `compare` names when it exits 1.

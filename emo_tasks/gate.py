@@ -63,6 +63,18 @@ def expected_power(n: int, sd_diff: float, detect: float, alpha: float = 0.05) -
     return _Z.cdf(detect * math.sqrt(n) / sd_diff - _Z.inv_cdf(1 - alpha / 2))
 
 
+def detectable_drop(n: int, sd_diff: float, step: float = 0.0, power: float = 0.8, alpha: float = 0.05) -> float:
+    """The smallest true drop D the gate flags with probability `power` with `n` rows: `required_rows` solved for
+    D, the spread under the drop being sqrt(sd_0^2 + s x D) (module docstring), i.e. the positive root of
+    (n / z^2) D^2 - s D - sd_0^2 = 0.  What a pass rules out, stated on each verdict of `emo-tasks compare`."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    _check(1.0, power, alpha)
+    z = _Z.inv_cdf(1 - alpha / 2) + _Z.inv_cdf(power)
+    a = n / z**2
+    return (step + math.sqrt(step**2 + 4 * a * sd_diff**2)) / (2 * a)
+
+
 @dataclass(frozen=True)
 class PairedSpread:
     """What a plan knows of the per-row paired differences, and where it comes from."""

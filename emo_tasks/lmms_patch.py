@@ -4,7 +4,8 @@ lmms-eval hands `dataset_path` to `datasets.load_dataset`, which cannot reach fi
 or read our environment variables (EMO_DATA_ROOT).  A task YAML with `dataset_path: emo_tasks` and
 `dataset_name: <benchmark>/<source>/<task>` is therefore loaded as a one-row local JSON file naming the task;
 the task's `process_docs` then replaces that row with the validated rows.  Everything else in lmms-eval's
-loading (process_docs, splits, --limit) is untouched.  Applied by `_emo_tasks_autoload` when `lmms_eval.tasks`
+loading (process_docs, splits, --limit) is untouched.  A task run on a subset (`EMO_SUBSET`) records it in
+its config's metadata (`record_subset`).  Applied by `_emo_tasks_autoload` when `lmms_eval.tasks`
 is imported.
 """
 
@@ -33,6 +34,19 @@ def placeholder_file(dataset_name: str) -> Path:
     return path
 
 
+def record_subset(task: Any, dataset_name: str) -> None:
+    """A task run on a subset (`EMO_SUBSET`, `emo_tasks.subset`) says so in its config's metadata, which lmms-eval
+    writes into the results file (with --predict_only too): the judge stage and `compare` read it there."""
+    from emo_tasks import subset
+    from emo_tasks.settings import environ
+
+    rec = subset.record_for(dataset_name, environ())
+    if rec is None:
+        return
+    meta = task.config.metadata if isinstance(task.config.metadata, dict) else {}
+    task.config.metadata = {**meta, subset.RECORD: rec}
+
+
 def patch_configurable_task(task_cls: Any) -> None:
     """Wrap `ConfigurableTask.download` so `dataset_path: emo_tasks` loads the placeholder row (idempotent)."""
     original = task_cls.download
@@ -51,10 +65,12 @@ def patch_configurable_task(task_cls: Any) -> None:
         # retry: call the undecorated method once, and say the real problem first, on one line.
         once = getattr(original, "__wrapped__", original)
         try:
-            return once(self, {"data_files": {"test": str(placeholder_file(name))}})
+            loaded = once(self, {"data_files": {"test": str(placeholder_file(name))}})
+            record_subset(self, name)
         except Exception as exc:
             print(f"emo-tasks: {name}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
             raise
+        return loaded
 
     setattr(download, _PATCHED, True)
     download.__wrapped__ = original  # type: ignore[attr-defined]

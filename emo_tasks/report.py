@@ -63,7 +63,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,6 +128,8 @@ class Run:
     choice: str | None = None
     #: leaf task -> `data_hash` of its sample log (None without one)
     data_hashes: dict[str, str | None] = field(default_factory=dict)
+    #: leaf task -> its sample log's (doc_id, target) rows, in log order (None without one)
+    logged: dict[str, list[tuple[str, str]] | None] = field(default_factory=dict)
 
     @property
     def results(self) -> dict[str, dict[str, Any]]:
@@ -161,6 +163,16 @@ class Run:
     def subtasks(self, group: str) -> list[str]:
         """The group's tasks, as lmms-eval recorded them."""
         return list((self.data.get("group_subtasks") or {}).get(group) or [])
+
+    def subset(self, task: str) -> dict[str, Any] | None:
+        """The subset a leaf task ran on (`emo_tasks.subset`, recorded in its config), None for the full data."""
+        from emo_tasks.subset import recorded
+
+        return recorded(self.configs.get(task) or {})
+
+    def subset_tasks(self, task: str) -> list[str]:
+        """The leaf tasks behind `task` that ran on a subset."""
+        return [t for t in leaves(self, task) if self.subset(t) is not None]
 
 
 _JUDGED_DIR = "judged"  # emo_tasks.stage.JUDGED_DIR
@@ -288,28 +300,39 @@ def load_run(run_dir: str | Path, pick: str | None = None) -> Run:
                     "ours; the Overall script reads them as we do (n_rule_differs)"
                 )
         run.notes.extend(got.notes)
-        run.data_hashes[task] = data_hash(run.path, run.results_file, task)
+        run.logged[task] = logged_rows(run.path, run.results_file, task)
+        run.data_hashes[task] = hash_rows(run.logged[task])
     return run
 
 
-def data_hash(run_dir: Path, results_file: Path, task: str) -> str | None:
-    """sha256[:16] over the sorted (doc_id, target) pairs of the task's sample log, every row counted (a multiset:
-    a row logged twice changes it): every task's target is the gold answer plus a hash of its row, so this
-    identifies the data the run used.  None without a usable sample log."""
-    import hashlib
-
+def logged_rows(run_dir: Path, results_file: Path, task: str) -> list[tuple[str, str]] | None:
+    """The (doc_id, target) of each line of the task's sample log, in order; None without a usable one."""
     from emo_tasks.datafiles import read_jsonl_rows, sample_log
 
     log = sample_log(run_dir, results_file, task)
     if log is None:
         return None
     try:
-        pairs = sorted((str(r.get("doc_id")), str(r.get("target"))) for r in read_jsonl_rows(log))
+        rows = [(str(r.get("doc_id")), str(r.get("target"))) for r in read_jsonl_rows(log)]
     except (OSError, UnicodeDecodeError, ValueError, AttributeError):
         return None
-    if not pairs:
+    return rows or None
+
+
+def hash_rows(rows: Sequence[tuple[str, str]] | None) -> str | None:
+    """sha256[:16] over the sorted (doc_id, target) pairs of a sample log, every row counted (a multiset: a row
+    logged twice changes it): every task's target is the gold answer plus a hash of its row, so this identifies
+    the data the run used.  None without a usable sample log."""
+    import hashlib
+
+    if not rows:
         return None
-    return hashlib.sha256(json.dumps(pairs).encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(json.dumps(sorted(rows)).encode("utf-8")).hexdigest()[:16]
+
+
+def data_hash(run_dir: Path, results_file: Path, task: str) -> str | None:
+    """`hash_rows` of the task's sample log."""
+    return hash_rows(logged_rows(run_dir, results_file, task))
 
 
 def describe(run: Run) -> str:
@@ -321,6 +344,10 @@ def describe(run: Run) -> str:
     text = f"{run.results_file} (date {run.data.get('date')}, written {mtime:%Y-%m-%d %H:%M:%S} UTC, model {model}"
     setup = judge_setup_text((run.data.get(_MARKER) or {}).get("judge_setup"))
     text += f"; judge setup: {setup})" if setup else ")"
+    subsets = sorted({(r["name"], sum(1 for t in run.results if (x := run.subset(t)) and x["name"] == r["name"]))
+                      for t in run.results if (r := run.subset(t)) is not None})  # fmt: skip
+    for name, n_tasks in subsets:
+        text += f" [subset {name!r}: {n_tasks} task(s) ran on its rows]"
     return text + (f" [{run.choice}]" if run.choice else "")
 
 
@@ -796,10 +823,22 @@ class Comparison(PairedResult):
     drop: float = 0.0  # in the metric's units, positive = worse (orientation applied)
     n_base: int = 0  # the metric's per-sample values in each run: paired coverage = n / n_base, n / n_new
     n_new: int = 0
+    sd_diff: float | None = None  # the sd of the paired per-sample differences (None: fewer than 2)
+    step: float = 0.0  # the mean size of a changed row (`emo_tasks.gate.PairedSpread.step`)
+    on_subset: bool = False  # the new run ran on a subset: base/new are the means over its rows
 
     def coverage(self) -> float:
-        """The paired share of the smaller-covered run's samples."""
-        return min(self.n / self.n_base if self.n_base else 0.0, self.n / self.n_new if self.n_new else 0.0)
+        """The paired share of the smaller-covered run's samples; a subset run's: the share of its own samples
+        (the base run has the rest of the data by design)."""
+        own = self.n / self.n_new if self.n_new else 0.0
+        return own if self.on_subset else min(self.n / self.n_base if self.n_base else 0.0, own)
+
+    def detectable_drop(self, power: float = 0.8, alpha: float = 0.05) -> float | None:
+        """The drop this test catches with probability `power` (`emo_tasks.gate.detectable_drop`): what a pass
+        rules out.  None without a spread."""
+        from emo_tasks.gate import detectable_drop
+
+        return None if self.sd_diff is None else detectable_drop(self.n, self.sd_diff, self.step, power, alpha)
 
 
 def failure_share(run: Run, tasks: Sequence[str]) -> tuple[int, int] | None:
@@ -817,9 +856,21 @@ def failure_share(run: Run, tasks: Sequence[str]) -> tuple[int, int] | None:
 
 
 def data_identity(base: Run, new: Run, tasks: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(reasons: leaf tasks whose data hashes differ, unchecked: leaf tasks a run has no sample log for)."""
+    """(reasons: leaf tasks whose data hashes differ, unchecked: leaf tasks a run has no sample log for).  A new
+    run on a subset against a full base run is proven by `subset_rows` instead."""
     reasons, unchecked = [], []
     for leaf in sorted({t for task in tasks for t in leaves(base, task) + leaves(new, task)}):
+        bs, ns = base.subset(leaf), new.subset(leaf)
+        if bs is not None and (ns is None or ns.get("digest") != bs.get("digest")):
+            reasons.append(
+                f"data: {leaf}: the base run ran on subset {bs.get('name')!r} ({bs.get('n')} rows) and the new run "
+                + ("on the full data" if ns is None else f"on subset {ns.get('name')!r}")
+                + ": a gate compares a subset run against a full base run, or two runs of one subset"
+            )
+            continue
+        if ns is not None and bs is None:
+            reasons.extend(subset_rows(base, new, leaf, ns))
+            continue
         bh, nh = base.data_hashes.get(leaf), new.data_hashes.get(leaf)
         if bh is None or nh is None:
             side = " and ".join(s for s, h in (("base", bh), ("new", nh)) if h is None)
@@ -830,6 +881,45 @@ def data_identity(base: Run, new: Run, tasks: Sequence[str]) -> tuple[list[str],
                 "e.g. another EMO_DATA_ROOT or dataset version)"
             )
     return reasons, unchecked
+
+
+def subset_rows(base: Run, new: Run, leaf: str, rec: Mapping[str, Any]) -> list[str]:
+    """Why a subset run's task is not a sample of the base run's rows ([] when it is): each of its rows logged
+    once, every row of its subset (`rec`, as the run recorded it) answered, and each row's target (the gold answer
+    plus a hash of the row's content) one the base run logged: the rows are the base run's own, so comparing on
+    them needs no second base run."""
+    from collections import Counter
+
+    from emo_tasks.subset import digest
+
+    name, n = rec.get("name"), rec.get("n")
+    keys = [str(k) for k in rec.get("keys") or []]
+    if len(keys) != n or rec.get("digest") != digest(keys):
+        return [f"data: {leaf}: the new run's subset record is inconsistent (its keys do not match its count or "
+                "digest): the results file was edited"]  # fmt: skip
+    bl, nl = base.logged.get(leaf), new.logged.get(leaf)
+    if bl is None or nl is None:
+        side = " and ".join(s for s, rows in (("base", bl), ("new", nl)) if rows is None)
+        return [f"data: {leaf}: the new run ran on subset {name!r}, and without a sample log in the {side} run its "
+                "rows cannot be proven to be the base run's (run lmms-eval with --log_samples)"]  # fmt: skip
+    reasons = []
+    ids = Counter(d for d, _ in nl)
+    twice = sorted((d for d, c in ids.items() if c > 1), key=lambda d: (len(d), d))
+    if twice:
+        reasons.append(f"rows: {leaf}: the new run logs {len(twice)} row(s) twice (doc_id {', '.join(twice[:10])})")
+    counts = (new.data.get("n-samples") or {}).get(leaf) or {}
+    original, effective = counts.get("original"), counts.get("effective")
+    if effective != original:
+        reasons.append(f"rows: {leaf}: the new run answered {effective} of its subset {name!r}'s {original} rows "
+                       "(--limit): a gate runs on every row it planned")  # fmt: skip
+    elif len(ids) != original:
+        reasons.append(f"rows: {leaf}: the new run's sample log holds {len(ids)} of the {original} rows it answered "
+                       "(an edited or cut sample log)")  # fmt: skip
+    foreign = list((Counter(t for _, t in nl) - Counter(t for _, t in bl)).elements())
+    if foreign:
+        reasons.append(f"data: {leaf}: {len(foreign)} of the new run's {len(nl)} rows are not rows of the base run "
+                       f"(first target {foreign[0]!r}): another dataset or data version")  # fmt: skip
+    return reasons
 
 
 def mismatches(base: Run, new: Run) -> list[str]:
@@ -949,6 +1039,7 @@ def compare_metric(
         return f"data: {task} {metric}: the runs share no sample (keys do not overlap)"
     b = [bv[k] for k in keys]
     n = [nv[k] for k in keys]
+    on_subset = bool(new.subset_tasks(task)) and not base.subset_tasks(task)
     spec = _metric(task, metric)
     scale = 100.0 if spec is not None and spec.outcome else 1.0
     b01, n01 = [x / scale for x in b], [x / scale for x in n]
@@ -959,8 +1050,19 @@ def compare_metric(
         r = stats.paired_bootstrap(b, n, n_resamples=resamples, seed=seed)
         delta, low, high = r.delta, r.low, r.high
     drop = delta if spec is not None and not spec.higher_is_better else -delta
+    sd, step = None, 0.0
+    if len(keys) > 1:  # the spread the runs show, and the size of a changed row (else of a row of base vs another)
+        from emo_tasks.gate import paired_spread
+
+        pair = paired_spread(dict(zip(keys, b, strict=True)), dict(zip(keys, n, strict=True)))
+        sd, step = pair.sd, pair.step or paired_spread(dict(zip(keys, b, strict=True))).step
+    values = (
+        (math.fsum(b) / len(b), math.fsum(n) / len(n))
+        if on_subset
+        else (base.value(task, metric), new.value(task, metric))
+    )
     return Comparison(
         delta=delta, low=low, high=high, p_value=r.p_value, n=r.n, method=r.method,
-        task=task, metric=metric, base=base.value(task, metric), new=new.value(task, metric), drop=drop,
-        n_base=len(bv), n_new=len(nv),
+        task=task, metric=metric, base=values[0], new=values[1], drop=drop,
+        n_base=len(bv), n_new=len(nv), sd_diff=sd, step=step, on_subset=on_subset,
     )  # fmt: skip

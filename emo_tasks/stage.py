@@ -354,9 +354,17 @@ def read_answers(
 
 
 def prepare(plan: TaskPlan, data: Mapping[str, Any], env: Mapping[str, str]) -> TaskPlan:
-    """Load the task's rows as the run did, check that every answer maps to the same row and prompt as now, and
-    rebuild the records."""
-    plan.docs = list(plan.hooks.load_task(plan.config["dataset_name"], env))
+    """Load the task's rows as the run did (a subset run: its recorded subset, `emo_tasks.subset.stage_env`),
+    check that every answer maps to the same row and prompt as now, and rebuild the records."""
+    from emo_tasks import subset
+    from emo_tasks.settings import cache_dir
+
+    name = plan.config["dataset_name"]
+    try:  # a subset run's rows are its recorded subset's, whatever EMO_SUBSET says now (a different one: refused)
+        env = subset.stage_env(name, plan.config, env, cache_dir(env) / "subsets")
+    except subset.SubsetMismatch as exc:
+        raise StageRefused(f"data: {plan.task}: {exc}") from None
+    plan.docs = list(plan.hooks.load_task(name, env))
     recorded = (plan.config.get("metadata") or {}).get("version")
     check_task(plan, recorded, current_versions().get(plan.task), (data.get("config") or {}).get("model"))
     first_metric = plan.bench.table.names[0]
@@ -365,6 +373,15 @@ def prepare(plan: TaskPlan, data: Mapping[str, Any], env: Mapping[str, str]) -> 
         plan.per_metric.append(out)
         plan.records.append(out[first_metric])
     return plan
+
+
+def keep_units(plan: TaskPlan, keys: Sequence[str]) -> None:
+    """Leave in a prepared plan only the answers of the units `keys` names (the benchmark's `subset_unit`)."""
+    wanted = set(keys)
+    kept = [i for i, s in enumerate(plan.samples) if plan.hooks.subset_unit(plan.docs[s.doc_id]) in wanted]
+    plan.samples = [plan.samples[i] for i in kept]
+    plan.records = [plan.records[i] for i in kept]
+    plan.per_metric = [plan.per_metric[i] for i in kept]
 
 
 def _stamp() -> str:
@@ -399,8 +416,11 @@ def judge_run(
     run: str | None = None,
     partial: bool = False,
     max_failure_share: float = DEFAULT_MAX_FAILURE_SHARE,
+    keep: Mapping[str, Sequence[str]] | None = None,
 ) -> int:
-    """The whole stage; returns the exit code (messages go to `stream`, default stderr/stdout)."""
+    """The whole stage; returns the exit code (messages go to `stream`, default stderr/stdout).  `keep` (dry runs
+    only: `emo-tasks plan-gate` costs a planned subset): dataset_name -> the unit keys to count, the rest of the
+    run's answers left out."""
     from emo_tasks.settings import environ
 
     err = sys.stderr if stream is None else stream
@@ -427,8 +447,12 @@ def judge_run(
                 print(f"emo-tasks judge: {t}: keeping the run's own numbers ({exc})", file=err)
         if not plans:
             raise StageError(f"{results_file}: no task of this run saved answers to judge")
+        if keep is not None and not dry_run:
+            raise StageError("keep= is for dry runs only (a judgement covers every row the run answered)")
         for plan in plans:
             prepare(plan, data, senv)
+            if keep is not None:
+                keep_units(plan, keep.get(plan.config["dataset_name"], ()))
         for plan in plans:
             if plan.missing:
                 print(f"emo-tasks judge: --partial: {plan.task}: judging {len(plan.samples)} of the "

@@ -28,6 +28,7 @@ from typing import Any
 
 from loguru import logger
 
+from emo_tasks import subset
 from emo_tasks.common import placeholder_name, row_target
 from emo_tasks.settings import CommonSettings, environ, lmms_eval_predict_only
 from judges import BatchStats, JudgeCache, JudgeEngine, get_engine
@@ -72,9 +73,20 @@ def load_task(dataset_name: str, env: Mapping[str, str]) -> list[dict[str, Any]]
     else:
         root = benchmark_root(settings.common.data_root, settings.hub_id)
     docs = load_task_docs(spec, root, source=source, need_clues=settings.audio_clues != "live")
+    docs = subset.restrict(dataset_name, docs, subset_unit, env)  # before the video check: a subset needs its own
     check_videos_exist(docs, spec.task)
     STATE.tasks.register(source, spec.key, settings, docs)
     return docs
+
+
+def subset_unit(doc: Mapping[str, Any]) -> str:
+    """A row's key in a subset file (`emo_tasks.subset`): its row number in its task, as report pairs runs."""
+    return str(int(doc["row"]))
+
+
+def subset_stratum(doc: Mapping[str, Any]) -> str:
+    """The category a gate subset is stratified by within a task (`emo-tasks plan-gate`): the gold label."""
+    return str(doc["label"])
 
 
 def process_docs(dataset: Any) -> Any:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from emo_tasks import subset
 from emo_tasks.common import atomic_write_text, load_yaml, placeholder_name, row_target
 from emo_tasks.datafiles import dataset_source
 from emo_tasks.images import load_image
@@ -38,7 +39,7 @@ def load_task(dataset_name: str, env: Mapping[str, str]) -> list[dict[str, Any]]
     A bad setting or row stops here (SettingsError / DataError naming it), before any inference."""
     source = dataset_source(dataset_name, "multiemo")
     settings = MultiEmoSettings.from_env(env, source)
-    images = load_images(data_file(settings))
+    images = subset.restrict(dataset_name, load_images(data_file(settings)), subset_unit, env)
     STATE.sources.put(source, Loaded(settings, {img["image_id"]: img for img in images}))
     # (lmms-eval 0.7.3 drops `doc` from its sample log: `emo-tasks report` reads the votes from the data file; the
     # row fields here are what `doc_to_target` identifies the row by)
@@ -58,6 +59,16 @@ def load_task(dataset_name: str, env: Mapping[str, str]) -> list[dict[str, Any]]
         for img in images
         for emotion in EMOTIONS
     ]
+
+
+def subset_unit(doc: Mapping[str, Any]) -> str:
+    """An image's key in a subset file (`emo_tasks.subset`): its image_id, as report pairs runs."""
+    return str(doc["image_id"])
+
+
+def subset_stratum(doc: Mapping[str, Any]) -> str:
+    """The category a gate subset is stratified by (`emo-tasks plan-gate`): the image's original label."""
+    return str(doc["original_label"])
 
 
 def process_docs(dataset: Any) -> Any:

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from emo_tasks import subset
 from emo_tasks.common import load_yaml, placeholder_name, row_target
 from emo_tasks.datafiles import dataset_source
 from emo_tasks.images import load_image
@@ -38,9 +39,19 @@ def load_task(dataset_name: str, env: Mapping[str, str]) -> list[dict[str, Any]]
     A bad setting or row stops here (SettingsError / DataError naming it), before any inference."""
     source = dataset_source(dataset_name, "mvei")
     settings = MVEISettings.from_env(env, source)
-    docs = load_docs(data_file(settings), source=source)
+    docs = subset.restrict(dataset_name, load_docs(data_file(settings), source=source), subset_unit, env)
     STATE.sources.put(source, settings)
     return docs
+
+
+def subset_unit(doc: Mapping[str, Any]) -> str:
+    """A pair's key in a subset file (`emo_tasks.subset`): its pair_id, as report pairs runs."""
+    return str(doc["pair_id"])
+
+
+def subset_stratum(doc: Mapping[str, Any]) -> str:
+    """The category a gate subset is stratified by (`emo-tasks plan-gate`): the dimension and the label."""
+    return f"{doc['dimension']}/{doc['label']}"
 
 
 def process_docs(dataset: Any) -> Any:
