@@ -1,0 +1,180 @@
+"""The CI gate on a subset, end to end through the real CLIs on the sample tasks: a full judged base run ->
+`emo-tasks plan-gate` -> `lmms-eval --predict_only` with EMO_SUBSET -> `emo-tasks judge` -> `emo-tasks compare`
+against the full base run (pass for the same model, exit 1 for a worse one), and the refusals: a subset row
+dropped, logged twice or taken from other data, another subset at judge time, a key the data lacks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import API_KEY, cli_env, run_emo, with_mme_sample
+from fakes import Judge
+
+from emo_tasks import subset
+from emo_tasks.mvei import hooks as mvei
+from judges.testing import LoopbackServer
+
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+
+GOOD = "Correct. Score: 80. Reason: bright. Answer: anger"
+BAD = "Score: 10. Reason: dim. Answer: happiness"
+TASKS = "mvei_sample,multiemo_sample,mme_emotion_sample"
+PLAN = ("--detect", "80", "--detect", "cheb=0.3")
+
+
+def lmms(env: dict[str, str], out: Path, response: str, *extra: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "lmms_eval", "--model", "dummy", "--model_args", f"response={response}",
+           "--tasks", TASKS, "--output_path", str(out), "--log_samples", *extra]  # fmt: skip
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def results(folder: Path) -> dict:
+    files = sorted(p for p in folder.glob("*_results.json"))
+    assert len(files) == 1, files
+    return json.loads(files[0].read_text())
+
+
+@pytest.fixture(scope="module")
+def flow(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    root = tmp_path_factory.mktemp("gate")
+    cache = with_mme_sample(root / "cache")
+    with LoopbackServer(responder=Judge(), expected_api_key=API_KEY) as srv:
+        env = cli_env(cache, srv)
+        base = lmms({**env, "EMO_JUDGE": "api"}, root / "base", GOOD)
+        assert (root / "base").is_dir(), base.stderr[-3000:]
+        plan = run_emo(env, "plan-gate", str(root / "base"), *PLAN, "--cost", "--out", str(root / "plan.json"))
+        assert plan.returncode == 0, plan.stderr
+        out: dict = {"root": root, "env": env, "plan": plan, "srv": srv, "calls_after_base": None}
+        for name, response in (("new", GOOD), ("bad", BAD)):
+            run = lmms({**env, "EMO_SUBSET": str(root / "plan.json")}, root / name, response, "--predict_only")
+            assert (root / name).is_dir(), run.stderr[-3000:]
+            judged = run_emo(env, "judge", str(root / name))
+            assert judged.returncode == 0, judged.stderr[-3000:]
+            out[f"{name}_judge"] = judged
+        yield out
+
+
+def test_the_plan_draws_a_reproducible_stratified_subset_and_states_its_power_and_cost(flow: dict) -> None:
+    root, env = flow["root"], flow["env"]
+    plan = json.loads((root / "plan.json").read_text())
+    text = flow["plan"].stdout
+    assert "expected power" in text and "rows:" in text and "judge cost of the subset" in text
+    # every key names a row of the data; MME's pooled draw kept fewer than its 16 rows
+    full = {d["pair_id"] for d in mvei.load_task("mvei/sample", {"EMO_CACHE_DIR": env["EMO_CACHE_DIR"]})}
+    assert set(plan["rows"]["mvei/sample"]) <= full
+    mme = [k for name, keys in plan["rows"].items() if name.startswith("mme_emotion/") for k in keys]
+    assert len(mme) == plan["plan"]["rows"]["mme_emotion_sample"] < plan["plan"]["population"]["mme_emotion_sample"]
+    assert plan["plan"]["detect"]["rec_s"] == 80 and plan["plan"]["detect"]["cheb"] == 0.3
+    # the same inputs give the same file (another seed's draw: tests/test_subset.py)
+    again = run_emo(env, "plan-gate", str(root / "base"), *PLAN, "--out", str(root / "again.json"))
+    assert again.returncode == 0 and json.loads((root / "again.json").read_text())["rows"] == plan["rows"]
+    # the subset's dry run counts fewer judge requests than the full run's
+    full_part, sub_part = text.split("judge cost of the subset:")
+
+    def requests(part: str) -> int:
+        rows = [line.split() for line in part.splitlines() if line.startswith("mme_emotion_sample_")]
+        return sum(int(r[3]) for r in rows)
+
+    assert 0 < requests(sub_part) < requests(full_part.split("judge cost of the full run")[1])
+
+
+def test_the_subset_run_answers_exactly_its_rows_and_records_them(flow: dict) -> None:
+    root = flow["root"]
+    plan = json.loads((root / "plan.json").read_text())
+    data = results(root / "new")
+    for task, config in data["configs"].items():
+        rec = subset.recorded(config)
+        assert rec is not None, task
+        assert rec["keys"] == plan["rows"][config["dataset_name"]] and rec["plan"] == plan["plan"]
+    env = {"EMO_CACHE_DIR": flow["env"]["EMO_CACHE_DIR"], subset.ENV: str(root / "plan.json")}
+    assert data["n-samples"]["mvei_sample"]["effective"] == len(mvei.load_task("mvei/sample", env))
+    assert data["n-samples"]["multiemo_sample"]["effective"] == 8 * len(plan["rows"]["multiemo/sample"])
+
+
+def test_the_gate_passes_the_same_model_on_the_base_runs_own_rows(flow: dict) -> None:
+    root = flow["root"]
+    proc = run_emo(flow["env"], "compare", str(root / "base"), str(root / "new"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "[subset 'gate-p0.8-all80-cheb0.3'" in proc.stdout
+    assert "planned (subset 'gate-p0.8-all80-cheb0.3'" in proc.stdout and "power: a pass rules out" in proc.stdout
+    # the base column is the base run's mean over the subset's rows, not its full-data value
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("mvei_sample ") and " acc_total " in x)
+    log = next((root / "base").glob("*_samples_mvei_sample.jsonl"))
+    pairs = [json.loads(x)["acc_total"] for x in log.read_text().splitlines()]
+    kept = set(json.loads((root / "plan.json").read_text())["rows"]["mvei/sample"])
+    values = [100.0 * bool(p["right"]) for p in pairs if p["pair_id"] in kept]
+    assert len(values) == len(kept)
+    assert float(line.split()[2]) == pytest.approx(sum(values) / len(values), abs=5e-4)
+
+
+def test_the_gate_catches_a_worse_model_on_the_subset(flow: dict) -> None:
+    root = flow["root"]
+    proc = run_emo(flow["env"], "compare", str(root / "base"), str(root / "bad"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "REGRESSION" in proc.stdout and "significant drop in mme_emotion_sample:rec_s" in proc.stderr
+
+
+def _tampered(flow: dict, name: str, task: str, edit) -> Path:  # noqa: ANN001 - a list -> list edit
+    copy = flow["root"] / f"new_{name}"
+    shutil.copytree(flow["root"] / "new", copy)
+    log = next(copy.glob(f"judged/*/*_samples_{task}.jsonl"))
+    lines = log.read_text().splitlines()
+    log.write_text("\n".join(edit(lines)) + "\n")
+    return copy
+
+
+def _retarget(lines: list[str]) -> list[str]:
+    row = json.loads(lines[0])
+    row["target"] = row["target"].split("#")[0] + "#000000000000"  # the same gold, another row's content
+    return [json.dumps(row), *lines[1:]]
+
+
+@pytest.mark.parametrize(
+    ("name", "task", "edit", "code", "says"),
+    [
+        ("dropped", "mme_emotion_sample_er_lab", lambda lines: lines[1:], 2, "rows: mme_emotion_sample_er_lab"),
+        # a log holding a row twice is malformed input (exit 3), as for any compare: the readers refuse it
+        ("twice", "mme_emotion_sample_sa", lambda lines: [*lines, lines[0]], 3, "doc_id 0 is logged twice"),
+        ("foreign", "mme_emotion_sample_ir", _retarget, 2, "are not rows of the base run"),
+    ],
+)
+def test_a_subset_row_dropped_twice_or_from_other_data_is_not_comparable(
+    flow: dict,
+    name: str,
+    task: str,
+    edit,  # noqa: ANN001
+    code: int,
+    says: str,
+) -> None:
+    new = _tampered(flow, name, task, edit)
+    proc = run_emo(flow["env"], "compare", str(flow["root"] / "base"), str(new))
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    assert says in proc.stderr, proc.stderr
+
+
+def test_a_subset_base_run_is_refused_by_compare_and_by_plan_gate(flow: dict) -> None:
+    root = flow["root"]
+    proc = run_emo(flow["env"], "compare", str(root / "new"), str(root / "base"))
+    assert proc.returncode == 2 and "the base run ran on subset" in proc.stderr, proc.stderr
+    plan = run_emo(flow["env"], "plan-gate", str(root / "new"), *PLAN, "--out", str(root / "x.json"))
+    assert plan.returncode == 2 and "ran on a subset; plan from a full run" in plan.stderr, plan.stderr
+
+
+def test_the_judge_stage_refuses_another_subset_and_lmms_eval_a_key_the_data_lacks(flow: dict) -> None:
+    root, env = flow["root"], flow["env"]
+    other = root / "other.json"
+    plan = json.loads((root / "plan.json").read_text())
+    plan["rows"]["mvei/sample"] = plan["rows"]["mvei/sample"][1:]
+    other.write_text(json.dumps(plan))
+    proc = run_emo({**env, "EMO_SUBSET": str(other)}, "judge", str(root / "new"), "--out", str(root / "j2"))
+    assert proc.returncode == 2 and "the run ran on subset" in proc.stderr, proc.stderr
+    plan["rows"]["mvei/sample"] = ["sample-01", "not-a-pair"]
+    other.write_text(json.dumps(plan))
+    run = lmms({**env, "EMO_SUBSET": str(other)}, root / "unknown", GOOD, "--predict_only")
+    assert not list((root / "unknown").rglob("*_results.json"))
+    assert "not-a-pair" in run.stderr and str(other) in run.stderr, run.stderr[-2000:]
