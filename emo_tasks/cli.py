@@ -7,7 +7,7 @@
                      [--run NAME_OR_PATH] [--force]
     emo-tasks view RUN_DIR... --out DIR [--run NAME_OR_PATH] [--force]
     emo-tasks report RUN_DIR... [--run NAME_OR_PATH] [--format md|csv|json] [--out FILE] [--plot FILE.png]
-                     [--resamples N] [--seed S]
+                     [--resamples N] [--seed S] [--trend [auto|checkpoint|date|given]]
     emo-tasks compare BASE_RUN NEW_RUN [--metric M ...] [--max-drop X] [--alpha 0.05] [--force]
                       [--base-run NAME_OR_PATH] [--new-run NAME_OR_PATH]
                       [--max-failure-share 0.1] [--min-coverage 0.9] [--view DIR]
@@ -95,9 +95,17 @@ def _parser() -> argparse.ArgumentParser:
                    "RUN_DIR: a date stamp or judged/<judge>)")  # fmt: skip
     r.add_argument("--format", choices=("md", "csv", "json"), default="md")
     r.add_argument("--out", help="write here instead of stdout")
-    r.add_argument("--plot", help="also write a PNG with one panel per benchmark")
+    r.add_argument("--plot", help="also write a PNG with one panel per benchmark (with --trend: per headline metric)")
     r.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
     r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--trend", nargs="?", const="auto", choices=("auto", "checkpoint", "date", "given"),
+                   help="order the runs (say one per training checkpoint) and add a Trend section: each headline "
+                   "metric per run with its 95%% CI and its change since the first run (JSON: a `trend` list; "
+                   "not with csv). ORDER: checkpoint = the last integer after ckpt/checkpoint/step/iter in the "
+                   "model args, else in the folder name (else the folder name's only integer); date = the results "
+                   "file's date; given = the command line's; auto (the default) = checkpoint when every run has a "
+                   "distinct one, else date, else given. A run without a key, or two sharing one, under checkpoint "
+                   "or date: exit 2. Put it after the RUN_DIRs or give ORDER (emo_tasks/trend.py)")  # fmt: skip
 
     c = sub.add_parser("compare", help="paired regression test of NEW_RUN against BASE_RUN")
     c.add_argument("base", metavar="BASE_RUN")
@@ -253,20 +261,40 @@ def cmd_judge(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Tables for every run; missing files become notes (exit 0), only an unreadable run is an error."""
+    if args.trend and args.format == "csv":
+        print("emo-tasks report: --trend is not available with --format csv (use md or json)", file=sys.stderr)
+        return EXIT_NOT_COMPARABLE
     runs = [report.load_run(p, args.pick) for p in args.runs]
     report.label_runs(runs)
+    if args.trend:
+        from . import trend
+
+        ordering = trend.order_runs(runs, args.trend)
+        runs = ordering.runs
+        print(f"emo-tasks report: trend order: {ordering.why}", file=sys.stderr)
+        for i, run in enumerate(runs):
+            print(f"emo-tasks report: trend {ordering.how} {trend.key_text(ordering, i)}: {run.label}", file=sys.stderr)
+        series = trend.trend_rows(runs, args.resamples, args.seed)
     for run in runs:
         print(f"emo-tasks report: {run.label}: {report.describe(run)}", file=sys.stderr)
     if args.format == "md":
         text = report.render_markdown(runs, report.build_tables(runs, args.resamples, args.seed))
+        if args.trend:
+            text += "\n" + trend.render_trend_markdown(ordering, series)
     elif args.format == "csv":
         text = report.render_csv(runs, args.resamples, args.seed)
         for note in report.missing_notes(runs):
             print(f"note: {note}", file=sys.stderr)
     else:
-        text = json.dumps(report.leaderboard(runs, args.resamples, args.seed), indent=2, ensure_ascii=False) + "\n"
+        doc = report.leaderboard(runs, args.resamples, args.seed)
+        if args.trend:
+            doc["trend"] = trend.trend_json(ordering, series)
+        text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
     _emit(text, args.out)
-    if args.plot:
+    if args.plot and args.trend:
+        trend.plot_trend(ordering, series, args.plot)
+        print(f"wrote {args.plot}", file=sys.stderr)
+    elif args.plot:
         report.plot(runs, args.plot, args.resamples, args.seed)
         print(f"wrote {args.plot}", file=sys.stderr)
     return 0

@@ -42,6 +42,7 @@ Leaderboard JSON (`emo-tasks report --format json`), schema "emo-tasks/leaderboa
         "notes": [str]}]}             # what is missing and how to get it, the true reason of every null
 
 A value of null means the run did not produce the metric (see notes); ci_* are null without per-sample files.
+With `report --trend` the runs are in trend order and a `trend` list follows them (`emo_tasks/trend.py`).
 Version 1 is additive-only: new keys may appear, existing keys keep their meaning.  `lmms_eval_version` is the
 one results.json records, or the installed lmms_eval's when that says "unknown".
 

@@ -1,0 +1,374 @@
+"""`emo-tasks report RUN... --trend`: checkpoint parsing, ordering and its errors in-process (fast); then three real
+lmms-eval runs of the sample tasks, one per "checkpoint", through the real CLI (slow).
+
+The runs are named so that no wrong order passes: `base` (its checkpoint, 50, is only in its model args:
+`pretrained=org/emo-step50`, which also makes lmms-eval nest its results in a model folder), `ckpt-1000` and
+`ckpt-200`.  By checkpoint: base, ckpt-200, ckpt-1000; by name: base, ckpt-1000, ckpt-200; the command line below
+gives ckpt-1000, base, ckpt-200.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from conftest import env_without_secrets
+
+from emo_tasks import cli, report, trend
+
+GOOD = "Correct. Score: 80. Reason: bright. Answer: anger"  # MVEI 50 %, some Rec-S
+MID = "Incorrect. Score: 30. Reason: dim. Answer: joy"  # MVEI 50 %, Rec-S 0
+BAD = "Score: 10. Reason: dim."  # no decision: MVEI 0 %
+TASKS = "mvei_sample,multiemo_sample,mme_emotion_sample"
+#: folder -> model_args
+RUNS = {
+    "ckpt-1000": f"response={GOOD}",
+    "base": f"response={BAD},pretrained=org/emo-step50",
+    "ckpt-200": f"response={MID}",
+}
+GIVEN = ["ckpt-1000", "base", "ckpt-200"]
+BY_CHECKPOINT = ["base", "ckpt-200", "ckpt-1000"]
+#: (task, metric) checked against the results files: a value in every run, one null everywhere (offline Rea-S)
+CHECKED = [("mvei_sample", "acc_total"), ("mme_emotion_sample", "rec_s"), ("multiemo_sample", "cheb")]
+
+
+# ---------------------------------------------------------------------------------------------- fast: keys
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("pretrained=org/model-ckpt-1200", 1200),
+        ("pretrained=/ckpts/run3/checkpoint-1200", 1200),
+        ("pretrained=/ckpts/step1200", 1200),
+        ("pretrained=/ckpts/global_step_1200,dtype=bfloat16", 1200),
+        ("pretrained=/megatron/iter_0001200", 1200),
+        ("pretrained=/ckpts/CKPT1200", 1200),
+        ("pretrained=/ckpts/Checkpoint_7", 7),
+        ("pretrained=/runs/step100/checkpoint-300", 300),  # the last one: the innermost folder names the weights
+        ("pretrained=Qwen/Qwen2.5-VL-7B-Instruct", None),
+        ("pretrained=stepfun-ai/Step-1V-8B", None),  # a model name, not a step: a letter follows the number
+        ("pretrained=/ckpts/mystep5", None),  # the word must not end a longer word
+        ("pretrained=/ckpts/steps-1000", None),  # `steps` is not one of the words
+        ("response=Score: 10. Reason: dim.", None),  # model args are never read for a lone integer
+        ("max_pixels=1003520", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_checkpoint_in_model_args(text: str | None, expected: int | None) -> None:
+    assert trend.checkpoint_in(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("ckpt-1200", 1200),
+        ("qwen-7b-step500", 500),  # the word wins over the other integers
+        ("1200", 1200),
+        ("ep3", 3),
+        ("run-2-lr3e-5", None),  # several integers, no word: no guess
+        ("final", None),
+    ],
+)
+def test_checkpoint_in_folder_name(name: str, expected: int | None) -> None:
+    assert trend.checkpoint_in(name, only_integer=True) == expected
+
+
+def _run(folder: str, model_args: str | None = None, date: object = None, results: dict | None = None,
+         stamp: str = "20261201_130501") -> report.Run:  # fmt: skip
+    """A Run as `report.load_run` builds it, without files (the key functions read only these fields)."""
+    path = Path(folder)
+    data = {"config": {"model": "m", "model_args": model_args}, "date": date, "results": results or {}}
+    return report.Run(path=path, results_file=path / f"{stamp}_results.json", data=data, label=path.name)
+
+
+def test_checkpoint_of_prefers_model_args_then_the_run_folder() -> None:
+    assert trend.checkpoint_of(_run("runs/ckpt-5", "pretrained=o/m-checkpoint-700")) == 700
+    assert trend.checkpoint_of(_run("runs/ckpt-1200", "pretrained=Qwen/Qwen2.5-VL-7B-Instruct")) == 1200
+    assert trend.checkpoint_of(_run("runs/1200")) == 1200
+    assert trend.checkpoint_of(_run("runs/final", "pretrained=Qwen/Qwen2.5-VL-7B-Instruct")) is None
+    # a judged result: the run folder is the one holding judged/, not the judge setup's (whose name has numbers)
+    judged = _run("runs/ckpt-300/judged/judge=gpt-4o-2024-11-20,step=gpt-4.1-2025-04-14-0a1b2c3d4e")
+    assert trend.run_folder(judged) == Path("runs/ckpt-300")
+    assert trend.checkpoint_of(judged) == 300
+
+
+def test_date_of_stamp_epoch_and_file_name() -> None:
+    assert trend.date_of(_run("a", date="20261201_130501")) == "20261201_130501"
+    epoch = datetime(2026, 1, 1, tzinfo=timezone.utc).timestamp()  # 08:00 on lmms-eval's UTC+8 clock
+    assert trend.date_of(_run("a", date=epoch)) == "20260101_080000"
+    assert trend.date_of(_run("a", date=None, stamp="20261130_101010")) == "20261130_101010"
+    assert trend.date_of(_run("a", date="yesterday", stamp="x")) is None
+    later = datetime(2026, 1, 1, 0, 0, 1, tzinfo=timezone(timedelta(hours=8))).timestamp()
+    assert trend.date_of(_run("a", date=later)) == "20260101_000001"
+
+
+# ---------------------------------------------------------------------------------------------- fast: order
+def _labels(ordering: trend.Ordering) -> list[str]:
+    return [r.label for r in ordering.runs]
+
+
+def test_checkpoint_order_is_numeric_not_by_name_or_given() -> None:
+    runs = [_run("runs/ckpt-1000"), _run("runs/ckpt-50"), _run("runs/ckpt-200"), _run("runs/ckpt-9")]
+    for how in ("auto", "checkpoint"):
+        got = trend.order_runs(runs, how)
+        assert got.how == "checkpoint" and got.keys == [9, 50, 200, 1000]
+        assert _labels(got) == ["ckpt-9", "ckpt-50", "ckpt-200", "ckpt-1000"]
+    assert trend.order_runs(runs, "auto").why.startswith("checkpoint (auto")
+    given = trend.order_runs(runs, "given")
+    assert _labels(given) == ["ckpt-1000", "ckpt-50", "ckpt-200", "ckpt-9"] and given.keys == [1, 2, 3, 4]
+
+
+def test_explicit_order_refuses_ties_and_missing_keys_naming_the_run() -> None:
+    tied = [_run("runs/ckpt-5"), _run("runs/a", "pretrained=o/m-step5")]
+    tie = r"^--trend checkpoint: a \(runs/a\) has the same checkpoint 5 as ckpt-5$"
+    with pytest.raises(trend.TrendError, match=tie):
+        trend.order_runs(tied, "checkpoint")
+    missing = [_run("runs/ckpt-5"), _run("runs/final")]
+    with pytest.raises(trend.TrendError, match=r"final \(runs/final\) has no checkpoint number"):
+        trend.order_runs(missing, "checkpoint")
+    same_day = [_run("runs/x", date="20261201_130501"), _run("runs/y", date="20261201_130501")]
+    with pytest.raises(trend.TrendError, match=r"--trend date: y \(runs/y\) has the same date 20261201_130501 as x"):
+        trend.order_runs(same_day, "date")
+    with pytest.raises(trend.TrendError, match=r"--trend date: z \(runs/z\) has no date"):
+        trend.order_runs([_run("runs/x", date="20261201_130501"), _run("runs/z", stamp="z")], "date")
+    assert issubclass(trend.TrendError, report.ReportError)  # the CLI's exit 2
+
+
+def test_auto_falls_back_to_date_then_given() -> None:
+    by_date = [_run("runs/x", date="20261201_130501"), _run("runs/ckpt-5", date="20261130_090000")]
+    got = trend.order_runs(by_date, "auto")
+    assert got.how == "date" and _labels(got) == ["ckpt-5", "x"] and got.keys == ["20261130_090000", "20261201_130501"]
+    assert "no checkpoint order (x (runs/x) has no checkpoint number" in got.why
+    tied = [_run("runs/ckpt-5", date="20261201_130501"), _run("runs/b", "pretrained=o/step5", date="20261201_130501")]
+    got = trend.order_runs(tied, "auto")
+    assert got.how == "given" and _labels(got) == ["ckpt-5", "b"] and "the same date" in got.why
+
+
+def test_markdown_json_and_plot_show_missing_values_as_na(tmp_path: Path) -> None:
+    """A run without the task, one with a null value and one with a value: n/a in the tables, null in the JSON,
+    never a crash (values without per-sample files have no CI)."""
+    runs = [
+        _run("runs/ckpt-1", results={"mvei_sample": {"acc_total,none": None}}),
+        _run("runs/ckpt-2", results={"mvei_sample": {"acc_total,none": 37.5}}),
+        _run("runs/ckpt-3", results={"multiemo_sample": {"cheb,none": 0.25}}),
+    ]
+    ordering = trend.order_runs(runs, "auto")
+    series = trend.trend_rows(ordering.runs, resamples=50, seed=0)
+    assert [s.name for s in series][:1] == ["mvei_sample:acc_total"]
+    md = trend.render_trend_markdown(ordering, series)
+    assert "| 2 | ckpt-2 | 37.50 | n/a | n/a |" in md  # its value, but the first run has none: no delta
+    assert "| 1 | ckpt-1 | n/a | n/a | n/a |" in md
+    assert "### MultiEmo-Bench — cheb (multiemo_sample) (lower is better)" in md
+    assert "| 3 | ckpt-3 | 0.2500 | n/a | n/a |" in md
+    records = trend.trend_json(ordering, series)
+    assert [r["key"] for r in records] == [1, 2, 3] and {r["order"] for r in records} == {"checkpoint"}
+    assert records[1]["metrics"]["mvei_sample:acc_total"] == {
+        "value": 37.5, "ci_low": None, "ci_high": None, "n": None, "delta": None
+    }  # fmt: skip
+    trend.plot_trend(ordering, series, tmp_path / "t.png")
+    assert (tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_deltas_are_signed_and_float_noise_is_not_a_drop() -> None:
+    runs = [
+        _run("runs/ckpt-1", results={"multiemo_sample": {"cosine,none": 0.1 + 0.2}}),
+        _run("runs/ckpt-2", results={"multiemo_sample": {"cosine,none": 0.3}}),
+        _run("runs/ckpt-3", results={"multiemo_sample": {"cosine,none": 0.25}}),
+    ]
+    ordering = trend.order_runs(runs, "checkpoint")
+    series = [s for s in trend.trend_rows(ordering.runs, 50, 0) if s.metric.name == "cosine"]
+    md = trend.render_trend_markdown(ordering, series)
+    assert "| 2 | ckpt-2 | 0.3000 | +0.0000 |" in md and "| 3 | ckpt-3 | 0.2500 | -0.0500 |" in md
+    assert series[0].points[1].delta == 0.3 - (0.1 + 0.2)  # the JSON keeps the exact difference
+
+
+# ---------------------------------------------------------------------------------------------- fast: CLI
+def _results_dir(root: Path, name: str, model_args: str, date: str) -> Path:
+    folder = root / name
+    folder.mkdir(parents=True)
+    data = {
+        "results": {"mvei_sample": {"acc_total,none": 50.0}},
+        "config": {"model": "dummy", "model_args": model_args},
+        "date": date,
+    }
+    (folder / f"{date}_results.json").write_text(json.dumps(data))
+    return folder
+
+
+def test_cli_refuses_csv_and_a_tie_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = _results_dir(tmp_path, "ckpt-7", "response=x", "20261201_130501")
+    b = _results_dir(tmp_path, "other", "response=y,pretrained=o/m-step7", "20261201_130502")
+    assert cli.main(["report", str(a), str(b), "--format", "csv", "--trend"]) == 2
+    err = capsys.readouterr().err
+    assert err == "emo-tasks report: --trend is not available with --format csv (use md or json)\n"
+    assert cli.main(["report", str(a), str(b), "--trend", "checkpoint"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has the same checkpoint 7 as" in err and str(b) in err
+    # auto: the tie sends it to the dates, which differ
+    assert cli.main(["report", str(b), str(a), "--trend", "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    labels = [r["label"] for r in json.loads(captured.out)["trend"]]
+    assert labels == ["dummy (response=x)", "dummy (response=y,pretrained=o/m-step7)"]
+    assert "trend order: date (auto: no checkpoint order" in captured.err
+
+
+def test_help_explains_trend(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["report", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--trend [{auto,checkpoint,date,given}]" in text
+    for words in ("ckpt/checkpoint/step/iter", "auto (the default)", "not with csv", "exit 2"):
+        assert words in text
+
+
+# ---------------------------------------------------------------------------------------------- slow: real runs
+def _env(cache: Path) -> dict[str, str]:
+    env = env_without_secrets()
+    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", EMO_CACHE_DIR=str(cache), EMO_PROGRESS="0")
+    return env
+
+
+def emo(*args: str, cache: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "emo_tasks", *args], env=_env(cache), capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Three real lmms-eval runs (in parallel) with --log_samples, one folder each."""
+    root = tmp_path_factory.mktemp("trend_runs")
+    procs = {}
+    for name, model_args in RUNS.items():
+        cmd = [sys.executable, "-m", "lmms_eval", "--model", "dummy", "--model_args", model_args, "--tasks", TASKS,
+               "--output_path", str(root / name), "--log_samples"]  # fmt: skip
+        procs[name] = subprocess.Popen(
+            cmd, env=_env(root / f"cache_{name}"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+    for proc in procs.values():
+        out, _ = proc.communicate(timeout=600)
+        assert proc.returncode == 0, out[-3000:]
+    return {**{name: root / name for name in RUNS}, "cache": root / "cache_report"}
+
+
+def _results_of(run: Path) -> dict:
+    (path,) = run.rglob("*_results.json")
+    return json.loads(path.read_text())["results"]
+
+
+def _value(run: Path, task: str, metric: str) -> float | None:
+    return _results_of(run)[task].get(f"{metric},none")
+
+
+def _png_ok(path: Path) -> None:
+    from PIL import Image
+
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 20_000
+    with Image.open(path) as img:
+        img.verify()
+    with Image.open(path) as img:
+        assert img.size[0] >= 1000 and img.size[1] >= 600
+
+
+def _trend_table(md: str, title: str) -> list[list[str]]:
+    """The rows of one Trend table, cells stripped."""
+    section = md.split("\n## Trend\n", 1)[1]
+    block = section.split(f"### {title}\n", 1)[1].strip().split("\n\n", 1)[0]
+    return [[c.strip() for c in line.strip("|").split("|")] for line in block.splitlines()[2:]]
+
+
+@pytest.mark.slow
+def test_trend_orders_by_checkpoint_md_and_plot(runs: dict[str, Path], tmp_path: Path) -> None:
+    md, png = tmp_path / "trend.md", tmp_path / "trend.png"
+    res = emo("report", *(str(runs[n]) for n in GIVEN), "--trend", "--out", str(md), "--plot", str(png),
+              "--resamples", "200", cache=runs["cache"])  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "emo-tasks report: trend order: checkpoint (auto: every run has a distinct checkpoint)" in res.stderr
+    keys = re.findall(r"^emo-tasks report: trend checkpoint (\d+): ", res.stderr, flags=re.M)
+    assert keys == ["50", "200", "1000"]
+    text = md.read_text()
+    assert text.index("## MVEI") < text.index("## Trend")  # the usual tables first, in trend order
+    rows = _trend_table(text, "MVEI — acc_total (mvei_sample)")
+    assert [r[0] for r in rows] == ["50", "200", "1000"]
+    assert [r[4] for r in rows] == ["16", "16", "16"]
+    for title, task, metric, digits in (
+        ("MVEI — acc_total (mvei_sample)", "mvei_sample", "acc_total", 2),
+        ("MME-Emotion — Rec-S (mme_emotion_sample)", "mme_emotion_sample", "rec_s", 2),
+        ("MultiEmo-Bench — cheb (multiemo_sample) (lower is better)", "multiemo_sample", "cheb", 4),
+    ):
+        rows = _trend_table(text, title)
+        values = [_value(runs[n], task, metric) for n in BY_CHECKPOINT]
+        for row, value in zip(rows, values, strict=True):
+            assert row[2].startswith(f"{value:.{digits}f} ["), (title, row)  # value with its CI
+            delta = value - values[0]
+            assert row[3] == f"{0.0 if round(delta, digits) == 0 else delta:+.{digits}f}", (title, row)
+    assert [r[2] for r in _trend_table(text, "MME-Emotion — Rea-S (mme_emotion_sample)")] == ["n/a"] * 3
+    _png_ok(png)
+
+
+@pytest.mark.slow
+def test_trend_json_checkpoint_and_given_order(runs: dict[str, Path]) -> None:
+    res = emo("report", *(str(runs[n]) for n in GIVEN), "--trend", "--format", "json", "--resamples", "200",
+              cache=runs["cache"])  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    records = doc["trend"]
+    assert [r["key"] for r in records] == [50, 200, 1000] and {r["order"] for r in records} == {"checkpoint"}
+    assert [Path(r["run_dir"]).name for r in records] == BY_CHECKPOINT
+    assert [r["label"] for r in records] == [r["label"] for r in doc["runs"]]  # the leaderboard in the same order
+    for task, metric in CHECKED:
+        values = [_value(runs[n], task, metric) for n in BY_CHECKPOINT]
+        for rec, value in zip(records, values, strict=True):
+            got = rec["metrics"][f"{task}:{metric}"]
+            assert got["value"] == value and got["delta"] == value - values[0], (task, metric, rec["label"])
+            assert got["ci_low"] <= got["value"] <= got["ci_high"]
+    assert {r["metrics"]["mme_emotion_sample:rea_s"]["delta"] for r in records} == {None}
+    assert set(records[0]["metrics"]) >= {"mme_emotion_sample:cot_s", "multiemo_sample:precision_ours"}
+
+    res = emo("report", *(str(runs[n]) for n in GIVEN), "--trend", "given", "--format", "json", "--resamples", "200",
+              cache=runs["cache"])  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    records = json.loads(res.stdout)["trend"]
+    assert [Path(r["run_dir"]).name for r in records] == GIVEN and [r["key"] for r in records] == [1, 2, 3]
+    first = _value(runs[GIVEN[0]], "multiemo_sample", "cheb")
+    for rec, name in zip(records, GIVEN, strict=True):
+        assert rec["metrics"]["multiemo_sample:cheb"]["delta"] == _value(runs[name], "multiemo_sample", "cheb") - first
+
+
+def _set_date(run: Path, date: object) -> None:
+    (path,) = run.rglob("*_results.json")
+    data = json.loads(path.read_text())
+    data["date"] = date
+    path.write_text(json.dumps(data))
+
+
+@pytest.mark.slow
+def test_trend_by_date_when_no_checkpoint(runs: dict[str, Path], tmp_path: Path) -> None:
+    """Folders without a checkpoint number: auto orders by date (a stamp, and an older file's epoch number);
+    asking for checkpoints is refused naming the run; a date tie under `--trend date` too."""
+    x = shutil.copytree(runs["ckpt-1000"], tmp_path / "x")
+    y = shutil.copytree(runs["ckpt-200"], tmp_path / "y")
+    _set_date(x, "20261201_130501")
+    _set_date(y, datetime(2026, 1, 1, tzinfo=timezone.utc).timestamp())
+    png = tmp_path / "dates.png"
+    res = emo("report", str(x), str(y), "--trend", "--format", "json", "--plot", str(png), "--resamples", "100",
+              cache=runs["cache"])  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    records = json.loads(res.stdout)["trend"]
+    assert [Path(r["run_dir"]).name for r in records] == ["y", "x"]
+    assert [r["key"] for r in records] == ["20260101_080000", "20261201_130501"] and records[0]["order"] == "date"
+    assert "trend order: date (auto: no checkpoint order" in res.stderr
+    _png_ok(png)
+
+    res = emo("report", str(x), str(y), "--trend", "checkpoint", cache=runs["cache"])
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.count("\n") == 1 and f"({x}) has no checkpoint number" in res.stderr, res.stderr
+    _set_date(y, "20261201_130501")
+    res = emo("report", str(x), str(y), "--trend", "date", cache=runs["cache"])
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and f"({y}) has the same date" in res.stderr
