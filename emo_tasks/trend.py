@@ -210,11 +210,30 @@ def _signed(x: float | None, digits: int) -> str:
     return f"{0.0 if round(x, digits) == 0 else x:+.{digits}f}"
 
 
+def rows_note(runs: Sequence[report.Run]) -> str | None:
+    """A warning when the runs did not all answer the same rows (a gate subset, `EMO_SUBSET`, beside the full data
+    or another subset): their values are means over different rows, so a step between them is not the model's."""
+    seen: dict[str, list[str]] = {}
+    for run in runs:
+        names = sorted({f"subset {r['name']!r}" for t in run.results if (r := run.subset(t)) is not None})
+        seen.setdefault(", ".join(names) or "the full data", []).append(run.label)
+    if len(seen) < 2:
+        return None
+    parts = "; ".join(f"{', '.join(labels)} on {rows}" for rows, labels in seen.items())
+    return (
+        f"**Note:** the runs did not answer the same rows ({parts}): values over different rows differ by more "
+        "than the model. `emo-tasks compare FULL_RUN SUBSET_RUN` pairs a subset run with a full one on its rows."
+    )
+
+
 def render_trend_markdown(ordering: Ordering, series: Sequence[Series]) -> str:
     """The report's "Trend" section: one table per headline metric, one row per run in trend order."""
     column = {"checkpoint": "Checkpoint", "date": "Date", "given": "#"}[ordering.how]
     out = ["## Trend", "", f"Runs ordered by {ordering.why}. Δ: value − the first run's value, in the metric's units."]
     out.append("")
+    note = rows_note(ordering.runs)
+    if note:
+        out += [note, ""]
     if not series:
         out += ["No headline metric of an emo-tasks benchmark in these runs.", ""]
     for s in series:

@@ -178,3 +178,18 @@ def test_the_judge_stage_refuses_another_subset_and_lmms_eval_a_key_the_data_lac
     run = lmms({**env, "EMO_SUBSET": str(other)}, root / "unknown", GOOD, "--predict_only")
     assert not list((root / "unknown").rglob("*_results.json"))
     assert "not-a-pair" in run.stderr and str(other) in run.stderr, run.stderr[-2000:]
+
+
+def test_the_trend_report_over_the_checkpoints_of_one_subset(flow: dict) -> None:
+    root, env = flow["root"], flow["env"]
+    proc = run_emo(env, "report", str(root / "new"), str(root / "bad"), "--trend", "given", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    trend = json.loads(proc.stdout)["trend"]
+    new, bad = (results(next((root / n / "judged").iterdir()))["results"]["mme_emotion_sample"] for n in ("new", "bad"))
+    rec = [t["metrics"]["mme_emotion_sample:rec_s"] for t in trend]
+    assert rec[0]["delta"] == 0 and rec[1]["delta"] == pytest.approx(bad["rec_s,none"] - new["rec_s,none"])
+    text = run_emo(env, "report", str(root / "new"), str(root / "bad"), "--trend", "given").stdout
+    assert "## Trend" in text and "did not answer the same rows" not in text
+    # a full run beside subset runs is named: its values are over other rows
+    mixed = run_emo(env, "report", str(root / "base"), str(root / "new"), "--trend", "given").stdout
+    assert "did not answer the same rows" in mixed and "on subset 'gate-p0.8-all80-cheb0.3'" in mixed
