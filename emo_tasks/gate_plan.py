@@ -65,6 +65,7 @@ class GatePlan:
     alpha: float
     seed: int
     draws: list[TaskDraw]
+    unused: list[str] = field(default_factory=list)  # --detect METRIC=D naming no metric planned
 
     def rows(self) -> dict[str, list[str]]:
         return {name: keys for d in self.draws for name, keys in d.keys.items()}
@@ -230,10 +231,12 @@ def plan_gate(
             name_of = base.configs[leaf]["dataset_name"]
             keys[name_of] = [k for k, _ in units[leaf] if f"{leaf}\0{k}" in chosen]
         draws.append(TaskDraw(task, len(pooled), n, metrics, {k: v for k, v in keys.items() if v}, unplanned))
+    used = {m.metric for d in draws for m in d.metrics}
+    unused = sorted(k for k in detect if k is not None and k not in used)
     label = name or f"gate-p{power:g}-" + "-".join(f"{k or 'all'}{v:g}" for k, v in sorted(
         detect.items(), key=lambda kv: kv[0] or ""))  # fmt: skip
     return GatePlan(label, str(base.results_file), str(second.results_file) if second else None, power, alpha,
-                    seed, draws)  # fmt: skip
+                    seed, draws, unused)  # fmt: skip
 
 
 def render(plan: GatePlan) -> str:
@@ -260,6 +263,9 @@ def render(plan: GatePlan) -> str:
         if d.unplanned:
             lines.append(f"note: {d.task}: no drop given for {', '.join(d.unplanned)} (compare still tests them, "
                          "with no planned power; --detect METRIC=D in the metric's units plans for them)")  # fmt: skip
+    if plan.unused:
+        lines.append(f"note: --detect {', '.join(plan.unused)}: no headline metric with per-sample values in the base "
+                     "run by that name (a metric undefined on every sample has none)")  # fmt: skip
     rows = sum(d.rows for d in plan.draws)
     population = sum(d.population for d in plan.draws)
     lines.append(f"rows: {rows} of {population} ({rows / population:.1%} of the full run)")

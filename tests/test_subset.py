@@ -155,3 +155,13 @@ def test_detect_specs() -> None:
             gate_plan.parse_detect(bad)
     with pytest.raises(gate_plan.PlanError, match="required"):
         gate_plan.parse_detect([])
+
+
+def test_a_subset_needs_only_its_own_videos(tmp_path: Path) -> None:
+    full_env = _env(tmp_path)
+    docs = mme.load_task("mme_emotion/sample/ER-Lab", full_env)
+    Path(docs[0]["video_path"]).unlink()  # row 0's clip is gone
+    with pytest.raises(DataError, match="video"):
+        mme.load_task("mme_emotion/sample/ER-Lab", full_env)
+    sub = _write(tmp_path / "s.json", {"mme_emotion/sample/ER-Lab": ["1"]})
+    assert [d["row"] for d in mme.load_task("mme_emotion/sample/ER-Lab", _env(tmp_path, sub))] == [1]
