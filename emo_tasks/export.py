@@ -151,6 +151,15 @@ def read_run(run_dir: str | Path, pick: str | None = None) -> Any:
         if "--base-run" in msg and "--run " not in msg:  # the message names compare's options only
             msg += " (export: --run NAME_OR_PATH)"
         raise ExportRefused(msg) from exc
+    from emo_tasks.report import subset_summary
+
+    subsets = subset_summary(run)
+    if subsets:
+        first = next(iter(subsets.values()))
+        raise ExportRefused(
+            f"{run_dir}: {len(subsets)} task(s) ran on the gate subset {first['name']!r} (EMO_SUBSET), not every "
+            "row: a leaderboard export needs a run on the whole data"
+        )
     label_runs([run])
     return run
 

@@ -33,6 +33,7 @@ Leaderboard JSON (`emo-tasks report --format json`), schema "emo-tasks/leaderboa
         "alpha": {task: float | null},
         "data_hash": {task: str | null},  # sha256[:16] over the sorted (doc_id, target) pairs of the sample
                                           # log (targets carry a row hash); null without --log_samples
+        "subset": {task: {"name", "n", "digest"}},        # tasks run on a gate subset (EMO_SUBSET); {} = none
         "results_file": str,                              # the results file read
         "metrics": {task: {metric: {"value": float | null,   # results.json's number
                                     "ci_low": float | null, "ci_high": float | null,  # 95 % percentile bootstrap
@@ -581,12 +582,22 @@ def missing_notes(runs: Sequence[Run]) -> list[str]:
     return [f"{run.label}: {note}" for run in runs for note in run_notes(run, present)]
 
 
+def subset_summary(run: Run) -> dict[str, dict[str, Any]]:
+    """{leaf task: {name, n, digest}} of the tasks that ran on a gate subset ({} for a run on the whole data)."""
+    return {t: {k: rec.get(k) for k in ("name", "n", "digest")} for t in sorted(run.configs)
+            if (rec := run.subset(t)) is not None}  # fmt: skip
+
+
 def run_notes(run: Run, present: Sequence[Benchmark] | None = None) -> list[str]:
     """One run's notes (without its label): missing and null metrics with their true reason, judge failures,
     the results-file choice, then the loader's notes."""
     lines = []
     if run.choice:
         lines.append(f"results file {run.results_file} ({run.choice})")
+    subsets = subset_summary(run)
+    if subsets:
+        lines.append("ran on a gate subset (EMO_SUBSET), not the whole data: " + "; ".join(
+            f"{task} {rec['n']} rows of subset {rec['name']!r}" for task, rec in subsets.items()))  # fmt: skip
     host = run.data.get("emo_tasks_vlmeval") or {}  # a VLMEvalKit run (emo_tasks/vlmeval): what it flagged
     if host.get("n_infer_failed"):
         lines.append(f"{host.get('task')}: {host['n_infer_failed']} answers VLMEvalKit could not get (left out)")
@@ -746,6 +757,7 @@ def leaderboard(runs: Sequence[Run], resamples: int = 1000, seed: int = 0) -> di
                 "judge_endpoint": _by_task(run, "judge_endpoint"),
                 "alpha": _by_task(run, "alpha"),
                 "data_hash": dict(sorted(run.data_hashes.items())),
+                "subset": subset_summary(run),
                 "results_file": str(run.results_file),
                 "metrics": metrics,
                 "notes": run_notes(run),

@@ -193,3 +193,16 @@ def test_the_trend_report_over_the_checkpoints_of_one_subset(flow: dict) -> None
     # a full run beside subset runs is named: its values are over other rows
     mixed = run_emo(env, "report", str(root / "base"), str(root / "new"), "--trend", "given").stdout
     assert "did not answer the same rows" in mixed and "on subset 'gate-p0.8-all80-cheb0.3'" in mixed
+
+
+def test_a_subset_run_says_so_in_reports_and_is_never_exported_as_a_leaderboard_entry(flow: dict) -> None:
+    root, env = flow["root"], flow["env"]
+    doc = json.loads(run_emo(env, "report", str(root / "new"), "--format", "json").stdout)
+    plan = json.loads((root / "plan.json").read_text())
+    got = doc["runs"][0]["subset"]
+    assert got["mvei_sample"]["n"] == len(plan["rows"]["mvei/sample"]) and got["mvei_sample"]["name"] == plan["name"]
+    assert any("ran on a gate subset" in n for n in doc["runs"][0]["notes"])
+    assert json.loads(run_emo(env, "report", str(root / "base"), "--format", "json").stdout)["runs"][0]["subset"] == {}
+    proc = run_emo(env, "export", str(root / "new"), "--format", "mvei-official", "--out", str(root / "export"))
+    assert proc.returncode == 2 and "a leaderboard export needs a run on the whole data" in proc.stderr, proc.stderr
+    assert not (root / "export").exists() or not any((root / "export").iterdir())
