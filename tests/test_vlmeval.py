@@ -480,3 +480,31 @@ def test_evalscope_runs_our_datasets_through_its_vlmevalkit_backend(tmp_path: Pa
     data = json.loads(Path(limited).read_text())
     assert data["n-samples"]["mvei_sample"] == {"original": 16, "effective": 2}
     assert data["emo_tasks_vlmeval"]["limit"] == 2 and key not in Path(limited).read_text()
+
+
+def test_a_gate_subset_keeps_its_rows_and_is_recorded_for_the_judge_stage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EMO_SUBSET under VLMEvalKit: the dataset's rows are the subset's, its run folder records the subset as an
+    lmms-eval run does, and the judge stage (run without EMO_SUBSET) re-applies it and scores every kept pair."""
+    from emo_tasks import subset
+    from emo_tasks.stage import judge_run
+    from emo_tasks.vlmeval.runfolder import prompt_config
+
+    keep = ["sample-03", "sample-10", "sample-12"]
+    sub = tmp_path / "subset.json"
+    sub.write_text(json.dumps({"emo_tasks_subset": 1, "name": "g", "rows": {"mvei/sample": keep}}))
+    monkeypatch.setenv("EMO_SUBSET", str(sub))
+    rows = mvei_vlmeval.prediction_rows(SAMPLE)
+    assert sorted({r["target"] for r in rows}) == sorted(hooks.doc_to_target(d) for d in hooks.load_task(
+        "mvei/sample", environ()))  # fmt: skip
+    assert len(rows) == 3 * len(keep)
+    preds = [{**row, "prediction": "Correct"} for row in rows]
+    metrics, lines, host = mvei_vlmeval.score_predictions(SAMPLE, preds)
+    config = {"dataset_name": "mvei/sample", **prompt_config("mvei_sample")}
+    assert subset.recorded(config)["keys"] == keep
+    write_run(tmp_path / "run", "mvei_sample", metrics, lines, config, "m", host, n_original=host["n_docs"])
+    monkeypatch.delenv("EMO_SUBSET")
+    assert judge_run(tmp_path / "run", env={**environ(), "EMO_JUDGE": "offline"}, out=tmp_path / "judged") == 0
+    judged = report.load_run(tmp_path / "judged")
+    assert judged.results["mvei_sample"]["n_pairs,none"] == len(keep) and judged.subset("mvei_sample")["n"] == 3

@@ -15,14 +15,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from emo_tasks import subset
 from emo_tasks.common import atomic_write_text
+from emo_tasks.settings import environ
 
 #: Where beside VLMEvalKit's prediction file the run folder goes: `<its folder>/emo_tasks/<dataset>/`.
 FOLDER = "emo_tasks"
 
 
 def prompt_config(task: str) -> dict[str, Any]:
-    """What lmms-eval records of the task's prompt (`report.PROMPT_FIELDS`) and its metadata, from the task's YAML
+    """What lmms-eval records of the task's prompt (`report.PROMPT_FIELDS`) and its metadata (with the gate subset
+    the rows came from, `EMO_SUBSET`), from the task's YAML
     (`common.task_configs`): a VLMEvalKit run asks the task's `doc_to_text` with its default kwargs, as lmms-eval
     does, so `compare` can pair it with an lmms-eval run of the same task.  A `!function` is written as lmms-eval
     writes it ("<function name>", as `compare` reads it without the address)."""
@@ -37,6 +40,9 @@ def prompt_config(task: str) -> dict[str, Any]:
         if key in conf:
             value = conf[key]
             out[key] = f"<function {value.rsplit('.', 1)[-1]}>" if isinstance(value, FunctionRef) else value
+    rec = subset.record_for(str(conf.get("dataset_name")), environ())  # the rows load_task kept, as lmms-eval's
+    if rec is not None:  # patched loader records them (emo_tasks/lmms_patch.py)
+        out["metadata"] = {**(out.get("metadata") or {}), subset.RECORD: rec}
     return out
 
 
