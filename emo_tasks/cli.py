@@ -305,6 +305,7 @@ def cmd_plan_gate(args: argparse.Namespace) -> int:
     from . import gate_plan
     from .dryrun import parse_prices
     from .settings import environ
+    from .stage_plan import StageError
 
     try:
         detect = gate_plan.parse_detect(args.detect)
@@ -317,14 +318,18 @@ def cmd_plan_gate(args: argparse.Namespace) -> int:
         print(f"emo-tasks plan-gate: {exc}", file=sys.stderr)
         return EXIT_NOT_COMPARABLE
     print(gate_plan.render(plan))
-    if args.cost:
-        prices, env = parse_prices(args.price), environ()
-        print("\njudge cost of the full run (dry run over BASE_RUN's answers):")
-        print(gate_plan.dry_run_cost(args.base, None, prices, env, args.pick))
-        print("\njudge cost of the subset:")
-        print(gate_plan.dry_run_cost(args.base, plan.rows(), prices, env, args.pick))
     path = gate_plan.write(plan, args.out)
     print(f"\nwrote {path}: run lmms-eval with EMO_SUBSET={path}, then `emo-tasks compare {args.base} NEW_RUN`")
+    if args.cost:
+        try:
+            prices, env = parse_prices(args.price), environ()
+            full = gate_plan.dry_run_cost(plan, None, prices, env)
+            print("\njudge cost of the full run (dry run over BASE_RUN's answers, nothing cached):", full, sep="\n")
+            part = gate_plan.dry_run_cost(plan, plan.rows(), prices, env)
+            print("\njudge cost of the subset:", part, sep="\n")
+        except StageError as exc:
+            print(f"emo-tasks plan-gate: --cost: {exc} (the subset file is written)", file=sys.stderr)
+            return EXIT_ERROR
     return EXIT_PASS
 
 

@@ -272,21 +272,31 @@ def render(plan: GatePlan) -> str:
     return "\n".join(lines)
 
 
+def answers_folder(results_file: str | Path) -> Path:
+    """The run folder whose saved answers a results file scores: for `emo-tasks judge`'s output
+    (`RUN/judged/<setup>/`), RUN; else the results file's folder."""
+    folder = Path(results_file).parent
+    parts = folder.parts
+    return Path(*parts[: len(parts) - 1 - parts[::-1].index("judged")]) if "judged" in parts else folder
+
+
 def dry_run_cost(
-    base_dir: str | Path, keep: Mapping[str, Sequence[str]] | None, prices: Mapping[str, tuple[float, float]],
-    env: Mapping[str, str], pick: str | None = None,
+    plan: GatePlan, keep: Mapping[str, Sequence[str]] | None, prices: Mapping[str, tuple[float, float]],
+    env: Mapping[str, str],
 ) -> str:  # fmt: skip
     """The judge stage's dry run over the base run's answers (of the subset's rows when `keep`), as for a new
-    checkpoint: nothing counted as cached (EMO_JUDGE_CACHE=0).  Returns its report."""
+    checkpoint: nothing counted as cached (EMO_JUDGE_CACHE=0).  Returns its report; StageError when it fails."""
     from emo_tasks.stage import judge_run
 
     buf = io.StringIO()
-    code = judge_run(base_dir, dry_run=True, prices=prices, env={**env, "EMO_JUDGE_CACHE": "0",
-                     "EMO_SUBSET": ""}, stream=buf, run=pick, keep=keep)  # fmt: skip
+    folder = answers_folder(plan.base)
+    code = judge_run(folder, dry_run=True, prices=prices, env={**env, "EMO_JUDGE_CACHE": "0", "EMO_SUBSET": ""},
+                     stream=buf, keep=keep)  # fmt: skip
     text = buf.getvalue()
     if code != 0:
-        raise StageError(f"the dry run over {base_dir} failed: {text.strip().splitlines()[-1] if text else code}")
-    return "\n".join(line for line in text.splitlines() if not line.startswith("emo-tasks judge: "))
+        raise StageError(f"the dry run over {folder} failed: {text.strip().splitlines()[-1] if text else code}")
+    skip = ("emo-tasks judge: ", "emo-tasks judge --dry-run: no judge endpoint")
+    return "\n".join(line for line in text.splitlines() if not line.startswith(skip))
 
 
 def write(plan: GatePlan, out: str | Path) -> Path:

@@ -165,3 +165,10 @@ def test_a_subset_needs_only_its_own_videos(tmp_path: Path) -> None:
         mme.load_task("mme_emotion/sample/ER-Lab", full_env)
     sub = _write(tmp_path / "s.json", {"mme_emotion/sample/ER-Lab": ["1"]})
     assert [d["row"] for d in mme.load_task("mme_emotion/sample/ER-Lab", _env(tmp_path, sub))] == [1]
+
+
+def test_the_cost_dry_run_reads_the_answers_of_a_judged_result() -> None:
+    # `emo-tasks judge` writes RUN/judged/<setup>/<stamp>_results.json; the answers are RUN's
+    assert gate_plan.answers_folder("/x/run/judged/j-1/20261201_results.json") == Path("/x/run")
+    assert gate_plan.answers_folder("/x/judged/run/judged/j/r_results.json") == Path("/x/judged/run")
+    assert gate_plan.answers_folder("/x/run/model/20261201_results.json") == Path("/x/run/model")
