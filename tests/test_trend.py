@@ -18,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from conftest import env_without_secrets
+from conftest import cli_env, run_emo
 
 from emo_tasks import cli, report, trend
 
@@ -228,16 +228,8 @@ def test_help_explains_trend(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- slow: real runs
-def _env(cache: Path) -> dict[str, str]:
-    env = env_without_secrets()
-    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", EMO_CACHE_DIR=str(cache), EMO_PROGRESS="0")
-    return env
-
-
 def emo(*args: str, cache: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "emo_tasks", *args], env=_env(cache), capture_output=True, text=True, timeout=300
-    )
+    return run_emo(cli_env(cache), *args, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -249,7 +241,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         cmd = [sys.executable, "-m", "lmms_eval", "--model", "dummy", "--model_args", model_args, "--tasks", TASKS,
                "--output_path", str(root / name), "--log_samples"]  # fmt: skip
         procs[name] = subprocess.Popen(
-            cmd, env=_env(root / f"cache_{name}"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            cmd, env=cli_env(root / f"cache_{name}"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
     for proc in procs.values():
         out, _ = proc.communicate(timeout=600)
