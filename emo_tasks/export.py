@@ -151,8 +151,16 @@ def read_run(run_dir: str | Path, pick: str | None = None) -> Any:
         if "--base-run" in msg and "--run " not in msg:  # the message names compare's options only
             msg += " (export: --run NAME_OR_PATH)"
         raise ExportRefused(msg) from exc
+    label_runs([run])
+    return run
+
+
+def export_run(run_dir: str | Path, pick: str | None = None) -> Any:
+    """`read_run` for a leaderboard export: a run on a gate subset (`EMO_SUBSET`) is refused, its numbers are not
+    the benchmark's (the viewer and the report read such runs, and say what they are)."""
     from emo_tasks.report import subset_summary
 
+    run = read_run(run_dir, pick)
     subsets = subset_summary(run)
     if subsets:
         first = next(iter(subsets.values()))
@@ -160,7 +168,6 @@ def read_run(run_dir: str | Path, pick: str | None = None) -> Any:
             f"{run_dir}: {len(subsets)} task(s) ran on the gate subset {first['name']!r} (EMO_SUBSET), not every "
             "row: a leaderboard export needs a run on the whole data"
         )
-    label_runs([run])
     return run
 
 
@@ -177,7 +184,7 @@ def run_task_log(
     otherwise."""
     from emo_tasks.datafiles import sample_log
 
-    run = read_run(run_dir, pick)
+    run = export_run(run_dir, pick)
     task = next((t for t in tasks if t in run.results), None)
     if task is None:
         raise ExportError(f"{run_dir}: no {title} task ({', '.join(tasks)}) in {run.results_file.name}")

@@ -206,3 +206,11 @@ def test_a_subset_run_says_so_in_reports_and_is_never_exported_as_a_leaderboard_
     proc = run_emo(env, "export", str(root / "new"), "--format", "mvei-official", "--out", str(root / "export"))
     assert proc.returncode == 2 and "a leaderboard export needs a run on the whole data" in proc.stderr, proc.stderr
     assert not (root / "export").exists() or not any((root / "export").iterdir())
+
+
+def test_the_viewer_shows_a_subset_run_beside_its_base(flow: dict) -> None:
+    root = flow["root"]
+    proc = run_emo(flow["env"], "view", str(root / "base"), str(root / "new"), "--out", str(root / "site"))
+    assert proc.returncode == 0, proc.stderr
+    assert (root / "site" / "index.html").is_file()
+    assert "ran on a gate subset" in (root / "site" / "data" / "site.js").read_text()  # the run's notes say so

@@ -57,10 +57,10 @@ from emo_tasks.export import (
     ExportError,
     ExportRefused,
     StrPath,
+    export_run,
     finish,
     model_name_for,
     not_judged,
-    read_run,
     safe_name,
     staged,
     write_json,
@@ -287,7 +287,7 @@ def export_mme_official(
     `pick`: the results file to use when RUN_DIR holds several (--run); `force`: replace an earlier export."""
     from emo_tasks.mme_emotion.results import GROUPS, TITLES
 
-    run = read_run(run_dir, pick)
+    run = export_run(run_dir, pick)
     mme_tasks = [t for t in run.results if t in TITLES]
     if not mme_tasks:
         raise ExportError(f"{run_dir}: no MME-Emotion task in {run.results_file.name}")
