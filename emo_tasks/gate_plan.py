@@ -19,7 +19,7 @@ import importlib
 import io
 import json
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,12 +147,40 @@ def allocate(strata: Mapping[str, int], n: int) -> dict[str, int]:
     return out
 
 
-def draw(units: Sequence[tuple[str, str]], n: int, seed: int, task: str) -> set[str]:
-    """`n` unit keys drawn at random within strata (`allocate`), reproducible from `seed` and the task name."""
+def allocate_in_groups(groups: Mapping[str, Mapping[str, int]], n: int) -> dict[str, int]:
+    """`n` rows over groups of strata (a group task's leaf tasks, each with its categories): proportional over the
+    groups with at least one row each (a subset run answers every task of a group, and lmms-eval cannot run a
+    task with no rows), then each group's rows proportional over its strata (`allocate`).  Fewer rows than groups
+    become one row per group."""
+    sizes = {g: sum(s.values()) for g, s in groups.items()}
+    per = allocate(sizes, max(n, len(groups)))
+    for g in sorted(g for g in per if per[g] == 0 and sizes[g]):
+        donor = max((h for h in per if per[h] > 1), key=lambda h: (per[h], h), default=None)
+        if donor is None:
+            break
+        per[donor] -= 1
+        per[g] = 1
+    out: dict[str, int] = {}
+    for g, strata in groups.items():
+        out.update(allocate(strata, per[g]))
+    return out
+
+
+def draw(
+    units: Sequence[tuple[str, str]], n: int, seed: int, task: str, group_of: Callable[[str], str] | None = None
+) -> set[str]:
+    """`n` unit keys drawn at random within strata (`allocate`; with `group_of`, stratum -> group,
+    `allocate_in_groups`), reproducible from `seed` and the task name."""
     by: dict[str, list[str]] = {}
     for key, stratum in units:
         by.setdefault(stratum, []).append(key)
-    counts = allocate({h: len(k) for h, k in by.items()}, n)
+    if group_of is None:
+        counts = allocate({h: len(k) for h, k in by.items()}, n)
+    else:
+        groups: dict[str, dict[str, int]] = {}
+        for h, keys in by.items():
+            groups.setdefault(group_of(h), {})[h] = len(keys)
+        counts = allocate_in_groups(groups, n)
     rng = random.Random(f"{seed}:{task}")
     chosen: set[str] = set()
     for h in sorted(by):
@@ -222,8 +250,9 @@ def plan_gate(
         leaves = report.leaves(base, task)
         units = {leaf: _units(base, leaf, load_env) for leaf in leaves}
         pooled = [(f"{leaf}\0{k}", s) for leaf in leaves for k, s in units[leaf]]
-        n = min(max(m.needed for m in metrics), len(pooled))
-        chosen = draw(pooled, n, seed, task)
+        # every leaf task answers at least one row: a group's run needs each of its tasks
+        n = min(max(max(m.needed for m in metrics), len(leaves)), len(pooled))
+        chosen = draw(pooled, n, seed, task, group_of=lambda stratum: stratum.split("/", 1)[0])
         for m in metrics:
             m.expected_power = gate.expected_power(n, m.sd_drop, m.detect, alpha)
         keys = {}

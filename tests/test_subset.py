@@ -172,3 +172,22 @@ def test_the_cost_dry_run_reads_the_answers_of_a_judged_result() -> None:
     assert gate_plan.answers_folder("/x/run/judged/j-1/20261201_results.json") == Path("/x/run")
     assert gate_plan.answers_folder("/x/judged/run/judged/j/r_results.json") == Path("/x/judged/run")
     assert gate_plan.answers_folder("/x/run/model/20261201_results.json") == Path("/x/run/model")
+
+
+def test_every_leaf_task_gets_a_row_then_its_categories_share_them() -> None:
+    # 8 tasks of 2 rows, each row its own category, 5 rows asked: one-level allocation over the 16 categories
+    # leaves 11 of them (and so at least 3 tasks) empty, and lmms-eval cannot run a task with no rows
+    groups = {f"t{i}": {f"t{i}/a": 1, f"t{i}/b": 1} for i in range(8)}
+    counts = gate_plan.allocate_in_groups(groups, 5)
+    per_task = {g: sum(counts[h] for h in strata) for g, strata in groups.items()}
+    assert per_task == {g: 1 for g in groups}  # fewer rows than tasks: one row per task
+    # proportional over the tasks first (60 / 30 / 10 rows -> 6 / 3 / 1 of 10), then within each task
+    groups = {"big": {"big/x": 40, "big/y": 20}, "mid": {"mid/x": 30}, "small": {"small/x": 5, "small/y": 5}}
+    counts = gate_plan.allocate_in_groups(groups, 10)
+    assert counts == {"big/x": 4, "big/y": 2, "mid/x": 3, "small/x": 1, "small/y": 0}
+    # a task whose proportional share rounds to 0 gets one row, taken from the largest share
+    groups = {"a": {"a/x": 97}, "b": {"b/x": 2}, "c": {"c/x": 1}}
+    assert gate_plan.allocate_in_groups(groups, 4) == {"a/x": 2, "b/x": 1, "c/x": 1}
+    units = [(f"t{i}\0r{j}", f"t{i}/{j}") for i in range(8) for j in range(2)]
+    chosen = gate_plan.draw(units, 8, seed=0, task="g", group_of=lambda s: s.split("/", 1)[0])
+    assert sorted(k.split("\0")[0] for k in chosen) == [f"t{i}" for i in range(8)]
