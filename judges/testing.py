@@ -133,7 +133,10 @@ class LoopbackServer:
     def start(self) -> LoopbackServer:
         handler = _make_handler(self)
         self._httpd = _Server(("127.0.0.1", self.port), handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="loopback-openai", daemon=True)
+        # a short poll: `stop()` waits up to one poll interval (the default 0.5 s, paid by every test's teardown)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, name="loopback-openai", daemon=True
+        )
         self._thread.start()
         return self
 
