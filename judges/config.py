@@ -48,6 +48,21 @@ def _env_number(env: Mapping[str, str], name: str, default: float, cast: type = 
     return value
 
 
+#: `EMO_JUDGE_HTTP`: the HTTP transport of the SDK client (see `judges.engine.http_client`).
+HTTP_TRANSPORTS = ("auto", "aiohttp", "httpx")
+
+
+def _env_choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
+    """One of `choices` (case-insensitive); anything else names the variable, its value and the choices."""
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value not in choices:
+        raise JudgeConfigError(f"{name}={raw!r} is not accepted; use one of: {', '.join(choices)} (default {default})")
+    return value
+
+
 def env_flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     """An on/off switch (1/true/yes/on, 0/false/no/off); anything else is an error naming the variable."""
     raw = env.get(name)
@@ -103,6 +118,8 @@ class EndpointConfig:
     concurrency: int = DEFAULT_CONCURRENCY
     backoff_base_s: float = DEFAULT_BACKOFF_BASE_S
     backoff_max_s: float = DEFAULT_BACKOFF_MAX_S
+    #: the SDK's HTTP transport (`EMO_JUDGE_HTTP`): auto (aiohttp when installed, else httpx), aiohttp, httpx
+    http: str = "auto"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> EndpointConfig:
@@ -134,6 +151,7 @@ class EndpointConfig:
             concurrency=int(_env_number(env, "EMO_JUDGE_CONCURRENCY", DEFAULT_CONCURRENCY, int, 1)),
             backoff_base_s=_env_number(env, "EMO_JUDGE_BACKOFF_BASE", DEFAULT_BACKOFF_BASE_S, float, 0),
             backoff_max_s=_env_number(env, "EMO_JUDGE_BACKOFF_MAX", DEFAULT_BACKOFF_MAX_S, float, 0),
+            http=_env_choice(env, "EMO_JUDGE_HTTP", HTTP_TRANSPORTS, "auto"),
         )
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]
@@ -179,6 +197,7 @@ class EndpointConfig:
             "max_tries": self.max_tries,
             "invalid_retries": self.invalid_retries,
             "concurrency": self.concurrency,
+            "http": self.http,
         }
 
 
