@@ -81,15 +81,41 @@ class FunctionRef(str):
 
 def task_configs() -> dict[str, dict[str, Any]]:
     """Task name -> its YAML under emo_tasks/<benchmark>/ as lmms-eval reads it: the file's keys over those of the
-    template it `include`s, a `!function` value as a `FunctionRef`.  Read afresh (the YAMLs installed now)."""
+    template it `include`s, a `!function` value as a `FunctionRef`.  The YAMLs installed now: parsed again
+    whenever one of them changed (by its path, size and mtime), else from a per-process memo (the judge stage asks
+    once per task: parsing the 40-odd files each time cost a second of its start-up).  A copy: callers may edit."""
+    import copy
+
+    paths = sorted(Path(__file__).parent.glob("*/*.yaml"))
+    signature = []
+    for path in paths:
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        signature.append((str(path), st.st_size, st.st_mtime_ns))
+    key = tuple(signature)
+    with _TASK_CONFIGS_LOCK:
+        if _TASK_CONFIGS.get("key") != key:
+            _TASK_CONFIGS.update(key=key, value=_parse_task_configs(paths))
+        return copy.deepcopy(_TASK_CONFIGS["value"])
+
+
+_TASK_CONFIGS: dict[str, Any] = {}
+_TASK_CONFIGS_LOCK = threading.Lock()
+
+
+def _parse_task_configs(paths: list[Path]) -> dict[str, dict[str, Any]]:
     import yaml
 
-    class _Loader(yaml.SafeLoader):
+    base_loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when PyYAML has it: same result
+
+    class _Loader(base_loader):  # type: ignore[misc, valid-type]
         pass
 
     _Loader.add_constructor("!function", lambda loader, node: FunctionRef(loader.construct_scalar(node)))
     out: dict[str, dict[str, Any]] = {}
-    for path in sorted(Path(__file__).parent.glob("*/*.yaml")):
+    for path in paths:
         doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader) or {}  # noqa: S506 - a SafeLoader
         if not isinstance(doc.get("task"), str):
             continue

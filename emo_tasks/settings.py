@@ -121,13 +121,21 @@ def cache_dir(env: Mapping[str, str] | None = None) -> Path:
 @dataclass(frozen=True)
 class CommonSettings:
     """What every benchmark shares: where the cache and local data are, progress bars, video remuxing, the largest
-    image (pixels) a data file may list."""
+    image (pixels) a data file may list, whether media content hashes are kept across runs."""
 
     cache_dir: Path
     data_root: Path | None
     progress: bool
     video_remux: bool
     max_image_pixels: int = MAX_IMAGE_PIXELS
+    #: `EMO_FILE_HASH_MEMO`: keep the media files' content hashes across runs, by stat signature
+    #: (`judges.filehash`); off, every run reads every file it names
+    file_hash_memo: bool = True
+
+    @property
+    def digest_store(self) -> Path | None:
+        """Where the content hashes are kept across runs (`<cache>/file_hashes.sqlite3`), None when off."""
+        return self.cache_dir / "file_hashes.sqlite3" if self.file_hash_memo else None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> CommonSettings:
@@ -139,4 +147,5 @@ class CommonSettings:
             progress=flag(env, "EMO_PROGRESS", True),
             video_remux=flag(env, "EMO_VIDEO_REMUX", True),
             max_image_pixels=max_image_pixels(env),
+            file_hash_memo=flag(env, "EMO_FILE_HASH_MEMO", True),
         )

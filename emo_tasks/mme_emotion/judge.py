@@ -23,6 +23,7 @@ from judges import (
     user_message,
 )
 from judges.engine import Lane, gather_all, progress_bar
+from judges.filehash import configure_digest_store
 from judges.frames import configure_frame_cache, prerender
 from judges.media import hash_files
 
@@ -196,6 +197,7 @@ def judge_groups(
     descs = list(descs) if descs is not None else ["mme_emotion"] * len(groups)
     # a second judge model, a changed prompt or a cold answer cache then decodes no video again
     configure_frame_cache(settings.frame_cache_dir, settings.frame_cache_max_bytes)
+    configure_digest_store(settings.common.digest_store)  # hashes of unchanged videos from earlier runs
     # the videos' content identities (whole-file hashes) first, every video once and several at a time: building
     # the parts and every later request of the phase then only looks them up
     hash_files(r["video_path"] for group in groups for r in group)

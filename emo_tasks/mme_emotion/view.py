@@ -31,6 +31,7 @@ from typing import Any
 
 from emo_tasks.benchmarks import SampleView
 from emo_tasks.datafiles import read_sample_log, sample_log
+from judges.filehash import active_digest_store, configure_digest_store
 from judges.frames import active_frame_cache, configure_frame_cache, frame_cache_key, render_stats
 from judges.media import VideoFramesPart, hash_files
 
@@ -188,9 +189,9 @@ def judge_frames(
         return [((), why or "no MME-Emotion settings")] * len(docs)
     folder = Path(frames_dir) if frames_dir is not None else settings.common.cache_dir / VIEW_FRAMES
     present = [d for d in docs if d is not None and os.path.isfile(d["video_path"])]
-    hash_files(d["video_path"] for d in present)  # every video's identity once, a few at a time
     out: list[tuple[tuple[str, ...], str]] = []
     with _judge_frame_cache(settings):
+        hash_files(d["video_path"] for d in present)  # every video's identity once, a few at a time
         for doc, seen in zip(docs, judged or [None] * len(docs), strict=True):
             if doc is None:
                 out.append(((), "this video is not in the task's data now"))
@@ -247,10 +248,14 @@ def _write_frames(target: Path, frames: list[bytes]) -> list[Path]:
 
 @contextmanager
 def _judge_frame_cache(settings: Any) -> Iterator[None]:
-    """The frame cache as the judge configures it (`judge.judge_groups`), the process's own setting restored after."""
+    """The frame cache and the content-hash store as the judge configures them (`judge.judge_groups`), the
+    process's own settings restored after."""
     before = active_frame_cache()
+    store = active_digest_store()
     configure_frame_cache(settings.frame_cache_dir, settings.frame_cache_max_bytes)
+    configure_digest_store(settings.common.digest_store)
     try:
         yield
     finally:
         configure_frame_cache(before.root if before else None, before.max_bytes if before else 0)
+        configure_digest_store(store.path if store else None)
