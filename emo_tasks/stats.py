@@ -11,7 +11,6 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as _sps
 
 ICC_FORMS = ("ICC(1,1)", "ICC(2,1)", "ICC(3,1)")
 
@@ -217,6 +216,8 @@ def mcnemar_exact(
     b = int(np.count_nonzero((b_arr == 1) & (c_arr == 0)))
     c = int(np.count_nonzero((b_arr == 0) & (c_arr == 1)))
     discordant = b + c
+    from scipy import stats as _sps  # here, not at import: scipy.stats costs the CLI's every command 0.5 s
+
     p = 1.0 if discordant == 0 else min(1.0, 2.0 * float(_sps.binom.cdf(min(b, c), discordant, 0.5)))
     interval = paired_bootstrap(b_arr, c_arr, n_resamples=n_resamples, level=level, seed=seed)
     return PairedResult((c - b) / n, interval.low, interval.high, p, n, "mcnemar_exact")
@@ -242,6 +243,8 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float:
     x, y = _paired_ratings(a, b, "spearman")
     if np.ptp(x) == 0 or np.ptp(y) == 0:
         raise ValueError("spearman is undefined when one rater gives every item the same rating")
+    from scipy import stats as _sps
+
     return float(_sps.spearmanr(x, y).statistic)
 
 

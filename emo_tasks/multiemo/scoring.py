@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.stats import rankdata
 
 from emo_tasks.metrics import Metric, MetricTable
 
@@ -299,6 +298,8 @@ def _batch_metrics(p: np.ndarray, q: np.ndarray, names: Sequence[str]) -> dict[s
         out["plcc"] = _pearson_rows(p, q)
     if "srcc" in names:
         if p.shape[0]:
+            from scipy.stats import rankdata  # here: importing scipy.stats costs every emo-tasks command 0.5 s
+
             out["srcc"] = _pearson_rows(rankdata(p, axis=1), rankdata(q, axis=1))
         else:
             out["srcc"] = np.zeros(0)
