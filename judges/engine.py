@@ -13,6 +13,7 @@ Why this shape:
 from __future__ import annotations
 
 import asyncio
+import atexit
 import email.utils
 import logging
 import random
@@ -785,6 +786,7 @@ def progress_bar(total: int, desc: str, show: bool) -> Any:
 
 
 _shared_engines: dict[EngineSettings, JudgeEngine] = {}
+_closes_at_exit = False
 _shared_lock = threading.Lock()
 
 
@@ -796,6 +798,12 @@ def get_engine(settings: EngineSettings | None = None) -> JudgeEngine:
     with _shared_lock:
         engine = _shared_engines.get(settings)
         if engine is None:
+            global _closes_at_exit
+            if not _closes_at_exit:
+                # closed before the interpreter goes: an HTTP session left open at exit is reported on stderr
+                # (aiohttp's "Unclosed client session" and its connection list) after the run's last line
+                atexit.register(reset_engine)
+                _closes_at_exit = True
             engine = _shared_engines[settings] = JudgeEngine(
                 settings.endpoint, cache=settings.cache_path, progress=settings.progress
             )

@@ -255,6 +255,8 @@ def test_the_readme_gpu_then_judge_commands_as_written(tmp_path: Path) -> None:
         judged = emo(_env(tmp_path / "cache", srv), "judge", str(tmp_path / "out"))
         assert judged.returncode == 0, judged.stderr[-3000:]
         assert len(srv.calls) > 16
+    # the judge's HTTP session is closed before the interpreter exits: no "Unclosed client session" (aiohttp)
+    assert "Unclosed" not in judged.stderr and "client_session" not in judged.stderr, judged.stderr[-2000:]
     report = emo(env, "report", str(tmp_path / "out"))
     assert report.returncode == 0, report.stderr
     assert "MME-Emotion — Rea-S" in report.stdout and "judged" in report.stdout  # the judged run, not the bypass
