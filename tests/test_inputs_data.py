@@ -330,3 +330,32 @@ def test_er_wild_per_category_merges_label_variants_like_the_official_script() -
     # the other tasks keep the ground-truth string as written (official: no merges there)
     er_lab = mme_scoring.score_sample(spec_for("ER-Lab"), _er_wild_item("angry"))
     assert er_lab.category == "" and mme_scoring.category_of(spec_for("ER-Lab"), "angry") == "angry"
+
+
+def test_many_rows_resolve_their_folders_once_and_still_refuse_every_way_out(tmp_path: Path) -> None:
+    """MME-Emotion's loader resolves the root and each video folder once per file (`contained_path`'s memo); a
+    folder symlink or a file symlink leading out is refused on any row, an inside one still loads."""
+    outside = tmp_path / "outside"
+    (outside / "clips").mkdir(parents=True)
+    (outside / "clips" / "far.mp4").write_bytes(b"x")
+    data = tmp_path / "data"
+    (data / "vids").mkdir(parents=True)
+    for name in ("a.mp4", "b.mp4"):
+        (data / "vids" / name).write_bytes(b"v")
+    os.symlink(data / "vids" / "a.mp4", data / "vids" / "inside.mp4")
+    spec = spec_for("ER-Lab")
+    qpath = data / spec.question_relpath
+    qpath.parent.mkdir(parents=True)
+
+    def load(videos: list[str]) -> list[dict]:
+        rows = [{"video_id": v, "label": "Anger", "label_set": ["Anger", "Sadness"]} for v in videos]
+        qpath.write_text(json.dumps(rows))
+        return load_task_docs("ER-Lab", data, need_clues=False)
+
+    assert len(load(["vids/a.mp4", "vids/b.mp4", "vids/inside.mp4", "vids/../vids/b.mp4"])) == 4
+    os.symlink(outside / "clips" / "far.mp4", data / "vids" / "out.mp4")
+    with pytest.raises(DataError, match=r"row 2: video path 'vids/out.mp4' is a symlink leading out"):
+        load(["vids/a.mp4", "vids/b.mp4", "vids/out.mp4"])
+    os.symlink(outside / "clips", data / "away")  # a folder leading out: every file under it is refused
+    with pytest.raises(DataError, match=r"row 1: video path 'away/far.mp4' is a symlink leading out"):
+        load(["vids/a.mp4", "away/far.mp4"])

@@ -172,6 +172,7 @@ def load_task_docs(
             clues[row["video_id"]] = row["audio_clue"]
     docs = []
     seen: dict[str, int] = {}
+    resolved: dict[str, str] = {}  # the root and the video folders, resolved once for all rows (contained_path)
     for i, row in enumerate(rows):
         where = f"{qpath} row {i}"
         validate_question_row(row, spec, where)
@@ -189,7 +190,7 @@ def load_task_docs(
                 "mme_task": spec.key,
                 "row": i,
                 "video_id": vid,
-                "video_path": str(contained_path(vid, root, where, "video")),  # + no symlink out of the root
+                "video_path": str(contained_path(vid, root, where, "video", resolved)),  # no symlink out of root
                 "label": row["label"],
                 "labels": spec.gold_labels(row["label"]),
                 "label_set": list(row["label_set"]),

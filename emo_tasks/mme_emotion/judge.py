@@ -10,7 +10,9 @@ environment.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -203,13 +205,10 @@ def judge_groups(
     # a second judge model, a changed prompt or a cold answer cache then decodes no video again
     configure_frame_cache(settings.frame_cache_dir, settings.frame_cache_max_bytes)
     configure_digest_store(settings.common.digest_store)  # hashes of unchanged videos from earlier runs
-    # the videos' content identities (whole-file hashes) first, every video once and several at a time: building
-    # the parts and every later request of the phase then only looks them up
-    hash_files(r["video_path"] for group in groups for r in group)
-    parts = [[frames_part(r) for r in group] for group in groups]
-    # decode every video in a process pool while the step agent works: the frames are ready (cached) by the time
-    # the judge asks for them, and decoding never holds a request slot
-    prerender((p for group in parts for p in group), settings.render_workers)
+    # the videos' content identities (whole-file hashes) and their frames, in the background and in pipeline order:
+    # a row's judge request waits (outside the slots) for its own video only, and the step agent, which needs no
+    # video, starts at once (hashing 6,500 videos first held the first request back by 1.5-3 s)
+    media = _prepare_media(groups, settings)
     engine = get_engine(settings.engine)
     roles = ["step", "audio", "judge"] if settings.audio_clues == "live" else ["step", "judge"]
     total = sum(len(g) for g in groups)
@@ -226,11 +225,11 @@ def judge_groups(
     ]
     judgements = [[_judgement(r) for r in group] for group in groups]
 
-    async def one(lane: dict[str, Lane], record: dict[str, Any], j: Judgement, frames: VideoFramesPart) -> None:
+    async def one(lane: dict[str, Lane], record: dict[str, Any], j: Judgement, part: Future) -> None:
         async with window:
-            await agents(lane, record, j, frames)
+            await agents(lane, record, j, part)
 
-    async def agents(lane: dict[str, Lane], record: dict[str, Any], j: Judgement, frames: VideoFramesPart) -> None:
+    async def agents(lane: dict[str, Lane], record: dict[str, Any], j: Judgement, part: Future) -> None:
         # 1. step agent: the answer only (no question, no video), official wording
         res = await lane["step"].ask(step_request(record, settings))
         j.cached["step_agent"] = res.cached
@@ -239,6 +238,8 @@ def judge_groups(
             j.fail("step_agent", res.error, res.detail)
         else:
             j.steps = list(parse_steps(res.text).steps)
+        # the video's identity and frames part (hashed, and handed to the render pool, by `_prepare_media`)
+        frames: VideoFramesPart = await asyncio.wrap_future(part)
         # 2. audio clues: the released file, or live from the clip's audio track
         if "audio" in lane:
             if not j.ok:
@@ -286,9 +287,9 @@ def judge_groups(
         window = asyncio.Semaphore(window_size)
         await gather_all(
             [
-                one(lane, record, j, frames)
-                for lane, group, js, ps in zip(lanes, groups, judgements, parts, strict=True)
-                for record, j, frames in zip(group, js, ps, strict=True)
+                one(lane, record, j, part)
+                for lane, group, js, ps in zip(lanes, groups, judgements, media, strict=True)
+                for record, j, part in zip(group, js, ps, strict=True)
             ]
         )
 
@@ -303,6 +304,36 @@ def judge_groups(
             if stats is not None:
                 stats[g][role] = batch
     return judgements
+
+
+#: Videos hashed and handed to the render pool at a time by `_prepare_media`.
+MEDIA_CHUNK = 64
+
+
+def _prepare_media(groups: Sequence[Sequence[dict[str, Any]]], settings: MMESettings) -> list[list[Future]]:
+    """Per record, a future of its `frames_part`: in a thread of its own, a chunk at a time in pipeline order, the
+    videos are hashed (several at once: `hash_files`, memo and digest store first), their parts built and their
+    frames queued for the render pool (`prerender`: decoded in other processes while the step agent works).
+    An error fails every part not yet made, so the pipeline raises it."""
+    futures = [[Future() for _ in group] for group in groups]
+    order = [(f, r) for fs, group in zip(futures, groups, strict=True) for f, r in zip(fs, group, strict=True)]
+
+    def work() -> None:
+        try:
+            for start in range(0, len(order), MEDIA_CHUNK):
+                chunk = order[start : start + MEDIA_CHUNK]
+                hash_files(r["video_path"] for _, r in chunk)
+                parts = [(f, frames_part(r)) for f, r in chunk]
+                prerender((p for _, p in parts), settings.render_workers)
+                for f, p in parts:
+                    f.set_result(p)
+        except BaseException as exc:  # noqa: BLE001 - handed to the pipeline, which raises it
+            for f, _ in order:
+                if not f.done():
+                    f.set_exception(exc)
+
+    threading.Thread(target=work, name="emo-mme-media", daemon=True).start()
+    return futures
 
 
 def _identity(path: str, video_id: str) -> str:
