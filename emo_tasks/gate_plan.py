@@ -241,12 +241,9 @@ def plan_gate(
             sd = spread.under_drop(d)
             metrics.append(MetricPlan(task, m.name, d, spread, sd, gate.required_rows(sd, d, power, alpha)))
         if not metrics:
-            raise PlanError(
-                f"{task}: no headline metric to plan for: "
-                + (f"give a drop for one of {', '.join(unplanned)} (--detect METRIC=D, in its units)" if unplanned
-                   else "the base run has no per-sample values of them (a --predict_only run: judge it first with "
-                   "`emo-tasks judge`, and plan from the judged results)")
-            )  # fmt: skip
+            raise PlanError(f"{task}: no headline metric to plan for: " + (
+                f"give a drop for one of {', '.join(unplanned)} (--detect METRIC=D, in its units)" if unplanned
+                else _why_no_values(base, task)))  # fmt: skip
         leaves = report.leaves(base, task)
         units = {leaf: _units(base, leaf, load_env) for leaf in leaves}
         pooled = [(f"{leaf}\0{k}", s) for leaf in leaves for k, s in units[leaf]]
@@ -266,6 +263,20 @@ def plan_gate(
         detect.items(), key=lambda kv: kv[0] or ""))  # fmt: skip
     return GatePlan(label, str(base.results_file), str(second.results_file) if second else None, power, alpha,
                     seed, draws, unused)  # fmt: skip
+
+
+def _why_no_values(base: report.Run, task: str) -> str:
+    """Why the base run has no per-sample values of a task's headline metrics, as far as its results tell."""
+    scored, failed = base.value(task, "n_scored"), base.value(task, "n_judge_failed")
+    if scored == 0 and failed:
+        return (
+            f"every judgement of the base run failed (n_judge_failed {failed:g}): fix the judge and rerun only "
+            "the failures with `emo-tasks judge`, then plan from the judged results"
+        )
+    return (
+        "the base run has no per-sample values of them (a --predict_only run: judge it first with "
+        "`emo-tasks judge`, and plan from the judged results)"
+    )
 
 
 def render(plan: GatePlan) -> str:

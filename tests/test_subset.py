@@ -191,3 +191,15 @@ def test_every_leaf_task_gets_a_row_then_its_categories_share_them() -> None:
     units = [(f"t{i}\0r{j}", f"t{i}/{j}") for i in range(8) for j in range(2)]
     chosen = gate_plan.draw(units, 8, seed=0, task="g", group_of=lambda s: s.split("/", 1)[0])
     assert sorted(k.split("\0")[0] for k in chosen) == [f"t{i}" for i in range(8)]
+
+
+def test_plan_gate_says_why_a_base_run_has_no_values_to_plan_from() -> None:
+    from emo_tasks.report import Run
+
+    def run(results: dict) -> Run:
+        return Run(Path("base"), Path("base/r_results.json"), {"results": {"t": results}})
+
+    failed = gate_plan._why_no_values(run({"n_scored,none": 0, "n_judge_failed,none": 16}), "t")
+    assert "every judgement of the base run failed (n_judge_failed 16)" in failed
+    predict_only = gate_plan._why_no_values(run({"n_scored,none": None, "n_judge_failed,none": None}), "t")
+    assert "--predict_only" in predict_only and "failed" not in predict_only
