@@ -209,6 +209,7 @@ def run_command(cmd: list[str], env: dict[str, str], log: Path, profile: Path | 
     reader.join(timeout=10)
     log.write_text("".join(f"{t - t0:9.3f}  {text}\n" for t, text in lines))
     return {"t0": t0, "t1": t1, "rc": os.waitstatus_to_exitcode(status), "cpu_s": usage.ru_utime + usage.ru_stime,
+        "rss_mb": usage.ru_maxrss / 1024,
             "lines": lines}  # fmt: skip
 
 
@@ -302,6 +303,8 @@ def show(label: str, fig: dict[str, Any], run: dict[str, Any] | None, split: lis
         say(f"[{label}] no judge calls")
         return
     cpu = f"; process CPU {run['cpu_s'] / fig['calls'] * 1000:.2f} ms per call" if run else ""
+    if run and "rss_mb" in run:
+        cpu += f", peak RSS {run['rss_mb']:.0f} MB (its largest process)"
     say(f"[{label}] {fig['calls']} calls: first request after {fig['to_first_s']:.1f} s, {fig['saturated_rps']:.0f} "
         f"requests/s while saturated (bound {fig['bound_rps']:.0f}), tail {fig['tail_s']:.2f} s; phase "
         f"{fig['phase_s']:.1f} s vs bound {fig['bound_s']:.1f} s = {fig['ratio']:.2f}x{cpu}")  # fmt: skip
