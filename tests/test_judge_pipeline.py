@@ -223,3 +223,34 @@ def test_an_in_process_aggregation_judges_the_other_tasks_only_when_it_holds_eve
         tags_after = {tag for _, tag, _, _ in responder.seen}
     assert tags_sent == ({"TAG-a", "TAG-b"} if all_answers_here else {"TAG-a"})
     assert tags_after == {"TAG-a", "TAG-b"}
+
+
+def test_a_failed_pipeline_stops_hashing_and_rendering_the_videos_still_queued(tmp_path: Path) -> None:
+    """The videos are hashed in a thread of their own, a chunk at a time (`_prepare_media`).  When the pipeline
+    fails, no further chunk is hashed or handed to the render pool: the run is gone."""
+    from emo_tasks.mme_emotion import judge as mme_judge
+    from emo_tasks.mme_emotion.settings import MMESettings
+    from judges.filehash import hash_stats, reset_hash_stats
+
+    n = mme_judge.MEDIA_CHUNK * 40
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    records = []
+    for i in range(n):
+        (videos / f"v{i}.mp4").write_bytes(b"not a video %d" % i + b"\0" * 4096)
+        records.append({"mme_task": "no such task", "row": i, "video_id": f"v{i}.mp4", "label": "anger",
+                        "answer": "Answer: anger", "video_path": str(videos / f"v{i}.mp4")})  # fmt: skip
+    env = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": API_KEY, "EMO_CACHE_DIR": str(tmp_path),
+           "EMO_PROGRESS": "0", "EMO_RENDER_WORKERS": "0", "EMO_FILE_HASH_MEMO": "0"}  # fmt: skip
+    reset_engine()
+    reset_hash_stats(forget=True)
+    try:
+        with pytest.raises(KeyError, match="unknown MME-Emotion task"):  # every row's step request: nothing sent
+            mme_judge.judge_groups([records], MMESettings.from_env(env, "benchmark"))
+        for thread in [t for t in threading.enumerate() if t.name == "emo-mme-media"]:
+            thread.join(timeout=30)
+        # at most the chunks under way when the pipeline raised, not the 40 queued
+        assert hash_stats()["files"] < n // 4, hash_stats()
+    finally:
+        reset_engine()
+        reset_hash_stats(forget=True)

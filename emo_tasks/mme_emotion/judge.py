@@ -208,7 +208,8 @@ def judge_groups(
     # the videos' content identities (whole-file hashes) and their frames, in the background and in pipeline order:
     # a row's judge request waits (outside the slots) for its own video only, and the step agent, which needs no
     # video, starts at once (hashing 6,500 videos first held the first request back by 1.5-3 s)
-    media = _prepare_media(groups, settings)
+    stop_media = threading.Event()  # set when the pipeline ends: a failed run stops hashing and queueing renders
+    media = _prepare_media(groups, settings, stop_media)
     engine = get_engine(settings.engine)
     roles = ["step", "audio", "judge"] if settings.audio_clues == "live" else ["step", "judge"]
     total = sum(len(g) for g in groups)
@@ -296,6 +297,7 @@ def judge_groups(
     try:
         engine.run_pipeline(everything())
     finally:
+        stop_media.set()
         for bar in bars.values():
             bar.close()
     for g, lane in enumerate(lanes):
@@ -310,17 +312,22 @@ def judge_groups(
 MEDIA_CHUNK = 64
 
 
-def _prepare_media(groups: Sequence[Sequence[dict[str, Any]]], settings: MMESettings) -> list[list[Future]]:
+def _prepare_media(
+    groups: Sequence[Sequence[dict[str, Any]]], settings: MMESettings, stop: threading.Event
+) -> list[list[Future]]:
     """Per record, a future of its `frames_part`: in a thread of its own, a chunk at a time in pipeline order, the
     videos are hashed (several at once: `hash_files`, memo and digest store first), their parts built and their
     frames queued for the render pool (`prerender`: decoded in other processes while the step agent works).
-    An error fails every part not yet made, so the pipeline raises it."""
+    An error fails every part not yet made, so the pipeline raises it.  `stop` set (the pipeline ended, say on an
+    error): no further chunk is hashed or rendered for a run that is gone."""
     futures = [[Future() for _ in group] for group in groups]
     order = [(f, r) for fs, group in zip(futures, groups, strict=True) for f, r in zip(fs, group, strict=True)]
 
     def work() -> None:
         try:
             for start in range(0, len(order), MEDIA_CHUNK):
+                if stop.is_set():
+                    return
                 chunk = order[start : start + MEDIA_CHUNK]
                 hash_files(r["video_path"] for _, r in chunk)
                 parts = [(f, frames_part(r)) for f, r in chunk]
