@@ -580,9 +580,11 @@ async def gather_all(coros: Sequence[Coroutine[Any, Any, Any]]) -> list[Any]:
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
-    for task in tasks:
-        if task.done() and not task.cancelled() and task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]
+    # every error is retrieved (rows that failed in the same step as the first would each print "Task exception
+    # was never retrieved" when collected); the first in order is raised
+    errors = [t.exception() for t in tasks if t.done() and not t.cancelled() and t.exception() is not None]
+    if errors:
+        raise errors[0]  # type: ignore[misc]
     return [task.result() for task in tasks]
 
 

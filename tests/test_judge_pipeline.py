@@ -254,3 +254,30 @@ def test_a_failed_pipeline_stops_hashing_and_rendering_the_videos_still_queued(t
     finally:
         reset_engine()
         reset_hash_stats(forget=True)
+
+
+def test_gather_all_raises_the_first_error_and_leaves_no_other_unretrieved(caplog: pytest.LogCaptureFixture) -> None:
+    """Rows behind a window (as `judge_groups` runs them) that fail one after another: the first error is raised and
+    no other is left to print "Task exception was never retrieved" (a failed 2,560-row pipeline printed one)."""
+    import gc
+
+    def first_error() -> str:
+        async def rows() -> None:
+            window = asyncio.Semaphore(2)
+
+            async def row(i: int) -> None:
+                async with window:
+                    raise ValueError(f"row {i}")
+
+            await gather_all([row(i) for i in range(5)])
+
+        try:
+            asyncio.run(rows())
+        except ValueError as exc:
+            return str(exc)  # the traceback (and the tasks its frames hold) goes with this frame
+        return "no error"
+
+    with caplog.at_level("ERROR", logger="asyncio"):
+        assert first_error() == "row 0"
+        gc.collect()
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()], caplog.text
