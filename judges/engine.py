@@ -580,8 +580,8 @@ async def gather_all(coros: Sequence[Coroutine[Any, Any, Any]]) -> list[Any]:
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
-    # every error is retrieved (rows that failed in the same step as the first would each print "Task exception
-    # was never retrieved" when collected); the first in order is raised
+    # every error is retrieved (a row behind a window that failed while the others were cancelled printed "Task
+    # exception was never retrieved" when collected); the first in order is raised
     errors = [t.exception() for t in tasks if t.done() and not t.cancelled() and t.exception() is not None]
     if errors:
         raise errors[0]  # type: ignore[misc]
