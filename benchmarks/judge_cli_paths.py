@@ -109,9 +109,9 @@ def build_data(work: Path, n: int) -> Path:
     pool = {}
     for k in range(POOL):
         for suffix in (".mp4", ".avi", ".mkv"):
-            pool[(k, suffix)] = write_clip(work / "pool" / f"c{k}{suffix}", seconds=4.0, fps=25, size=(320, 240),
-                                           seed=k, audio=False) if not (work / "pool" / f"c{k}{suffix}").is_file() \
-                else work / "pool" / f"c{k}{suffix}"  # fmt: skip
+            clip = pool[(k, suffix)] = work / "pool" / f"c{k}{suffix}"
+            if not clip.is_file():
+                write_clip(clip, seconds=4.0, fps=25, size=(320, 240), seed=k, audio=False)
     for spec in specs:
         mine = [row for s, row in rows if s is spec]
         (mme / spec.question_relpath).parent.mkdir(parents=True, exist_ok=True)
@@ -172,9 +172,15 @@ class JudgeServer:
     def reset(self) -> None:
         self._get("/_reset", "POST")
 
-    def close(self) -> None:
+    def close(self) -> float:
+        """Stop the server; its own CPU over its whole life (seconds)."""
+        try:
+            cpu = self.stats()["cpu_s"]
+        except OSError:  # the server is gone already
+            cpu = float("nan")
         self.proc.terminate()
         self.proc.wait(timeout=10)
+        return cpu
 
 
 # ------------------------------------------------------------------------------------------------ 3. the paths
@@ -424,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile and shutil.which("py-spy") is None:
         ap.error("--profile needs py-spy (pip install py-spy)")
     goals: list[tuple[str, bool, str]] = []
-    cut = args.n < 6500
+    full, cut = args.n >= 6500, args.n == 1000  # the sizes the issue set goals for
     tmp = Path(tempfile.mkdtemp(prefix="emo-cli-paths-"))
     say(f"judge_cli_paths: {args.n} rows, latency {args.latency} s, concurrency {args.concurrency}; runs in {tmp}")
     figures: dict[str, Any] = {}
@@ -435,8 +441,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 figures.update(run_paths(args, paths, data_root, srv, tmp))
             finally:
-                srv.close()
-                say(f"[server] its own CPU over the whole run: {srv_cpu(srv):.1f} s")
+                say(f"[server] its own CPU over the whole run: {srv.close():.1f} s")
         if "ceiling" in paths:
             ceiling = client_ceiling(args.ceiling_latency, 2000)
             top = ceiling[("aiohttp", 256)]["rps"]
@@ -447,12 +452,12 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
     for key, label in (("inprocess", "lmms-eval in process"), ("stage", "emo-tasks judge, cold caches")):
-        if key in figures:
+        if key in figures and (full or cut):
             limit = GOALS["cut"] if cut else GOALS[key]
             r = figures[key]["ratio"]
             goals.append((f"{label}: judge phase <= {limit}x the bound ({figures[key]['calls']} calls)", r <= limit,
                           f"{r:.2f}x"))  # fmt: skip
-    if "rejudge" in figures and not cut:
+    if "rejudge" in figures and full:
         r, s = figures["rejudge"]["ratio"], figures["rejudge"]["to_first_s"]
         goals.append((f"re-judge: <= {GOALS['rejudge']}x the bound", r <= GOALS["rejudge"], f"{r:.2f}x"))
         goals.append((f"re-judge: first request <= {REJUDGE_STARTUP_GOAL_S:.0f} s after the command starts",
@@ -460,13 +465,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, ok, value in figures.get("checks", []):
         goals.append((name, ok, value))
     say("\nGoals (issue 24):")
+    if not (full or cut):
+        say(f"  (the judge phase has goals at 6,500 rows and at the 1,000-row cut, none at {args.n})")
     for text, ok, value in goals:
         say(f"  {'PASS' if ok else 'MISS'}  {text}: {value}")
     return 0 if all(ok for _, ok, _ in goals) else 1
-
-
-def srv_cpu(srv: JudgeServer) -> float:
-    return getattr(srv, "_cpu", float("nan"))
 
 
 def run_paths(args: argparse.Namespace, paths: set[str], data_root: Path, srv: JudgeServer, tmp: Path) -> dict:
@@ -529,7 +532,6 @@ def run_paths(args: argparse.Namespace, paths: set[str], data_root: Path, srv: J
         eng = engine_ceiling(data_root, po, srv, tmp, conc)
         show("judge_groups in this process (the engine's ceiling), cold caches", eng["fig"], eng["run"], None)
         out["engine"] = eng["fig"]
-    srv._cpu = srv.stats()["cpu_s"]  # type: ignore[attr-defined]
     return out
 
 

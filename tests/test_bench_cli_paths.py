@@ -19,7 +19,7 @@ import pytest
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
-def _bench() -> ModuleType:
+def _load_bench() -> ModuleType:
     spec = importlib.util.spec_from_file_location("judge_cli_paths", BENCH / "judge_cli_paths.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
@@ -27,8 +27,10 @@ def _bench() -> ModuleType:
     return module
 
 
+bench = _load_bench()
+
+
 def test_phase_figures_by_hand() -> None:
-    bench = _bench()
     # concurrency 2, latency 0.5: five judge calls in three waves, and an evaluated-model call left out
     calls = [
         [10.0, 10.5, "judge", 4],
@@ -52,7 +54,6 @@ def test_phase_figures_by_hand() -> None:
 
 
 def test_cpu_split_names_where_each_sample_went(tmp_path: Path) -> None:
-    bench = _bench()
     raw = tmp_path / "p.pyspy"
     raw.write_text(
         "\n".join(
@@ -95,7 +96,7 @@ def test_the_judge_server_is_a_process_of_its_own_that_the_openai_sdk_talks_to()
             out = client.chat.completions.create(model=model, messages=[{"role": "user", "content": text}])
             return out.choices[0].message.content or "", time.perf_counter() - t0
 
-        answer, fast = ask(bench_eval_model(), "Which emotion? candidate labels: anger, joy")
+        answer, fast = ask(bench.EVAL_MODEL, "Which emotion? candidate labels: anger, joy")
         assert "Answer:" in answer and fast < 0.3  # the evaluated model answers at once
         _, slow = ask("judge-a", "Rating Requirements: the answer has 2 step(s).")
         assert slow >= 0.3  # a judge answers after --latency
@@ -106,7 +107,7 @@ def test_the_judge_server_is_a_process_of_its_own_that_the_openai_sdk_talks_to()
                 return json.loads(resp.read())
 
         stats = control("/_stats")
-        assert [c[2] for c in stats["calls"]] == [bench_eval_model(), "judge-a"]
+        assert [c[2] for c in stats["calls"]] == [bench.EVAL_MODEL, "judge-a"]
         assert stats["calls"][1][1] - stats["calls"][1][0] >= 0.3 and stats["cpu_s"] > 0
         control("/_reset", "POST")
         assert control("/_stats")["calls"] == []
@@ -114,7 +115,3 @@ def test_the_judge_server_is_a_process_of_its_own_that_the_openai_sdk_talks_to()
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-
-
-def bench_eval_model() -> str:
-    return _bench().EVAL_MODEL
