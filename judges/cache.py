@@ -2,9 +2,9 @@
 
 Why SQLite: each answer is committed in its own transaction the moment it arrives, so a process killed with
 `kill -9` loses only the calls that were in flight; several processes (lmms-eval ranks, parallel runs) can share
-one file safely; and a rerun looks up a whole batch in one query.  Only validated answers are stored — failures
-never are — and nothing secret is: rows hold the key (a content hash), the model name, the answer, token usage
-and a short request summary.
+one file safely, opening it at the same moment included (`judges.sqlitefile`); and a rerun looks up a whole
+batch in one query.  Only validated answers are stored — failures never are — and nothing secret is: rows hold
+the key (a content hash), the model name, the answer, token usage and a short request summary.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .sqlitefile import NotADatabase, open_shared
+
 CACHE_FILENAME = "judge_cache.sqlite3"
 
 _SCHEMA = """
@@ -28,9 +30,13 @@ CREATE TABLE IF NOT EXISTS answers (
     prompt_tokens INTEGER NOT NULL DEFAULT 0,
     completion_tokens INTEGER NOT NULL DEFAULT 0,
     created REAL NOT NULL,
-    summary TEXT
+    summary TEXT,
+    api_model TEXT,
+    endpoint TEXT
 )
 """
+#: Columns that files written before they existed lack: added once, in the schema's own transaction.
+_LATER_COLUMNS = (("answers", "api_model", "TEXT"), ("answers", "endpoint", "TEXT"))
 
 
 @dataclass(frozen=True)
@@ -51,32 +57,27 @@ class CacheFileError(RuntimeError):
 class JudgeCache:
     """Thread-safe and multi-process-safe key -> answer store in one SQLite file."""
 
-    def __init__(self, path: str | Path) -> None:
-        """`path`: the SQLite file, or a folder to hold `judge_cache.sqlite3` (the caller chooses where)."""
+    def __init__(self, path: str | Path, timeout: float = 60.0) -> None:
+        """`path`: the SQLite file, or a folder to hold `judge_cache.sqlite3` (the caller chooses where);
+        `timeout`: how long to wait for another process's lock (seconds)."""
         path = Path(path)
         if path.is_dir() or path.suffix == "":
             path = path / CACHE_FILENAME
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(path), timeout=60.0, check_same_thread=False, isolation_level=None)
         try:
-            with self._lock:
-                self._conn.execute("PRAGMA journal_mode=WAL")
-                # WAL + NORMAL: every committed transaction survives a process crash (kill -9); only an OS crash
-                # or power loss can drop the last few, which a rerun then simply asks again.
-                self._conn.execute("PRAGMA synchronous=NORMAL")
-                self._conn.execute("PRAGMA busy_timeout=60000")
-                self._conn.execute(_SCHEMA)
-                columns = {row[1] for row in self._conn.execute("PRAGMA table_info(answers)")}
-                for column in ("api_model", "endpoint"):  # files written before the column existed
-                    if column not in columns:
-                        self._conn.execute(f"ALTER TABLE answers ADD COLUMN {column} TEXT")
-        except sqlite3.DatabaseError as exc:
-            self._conn.close()
+            self._conn = open_shared(path, [_SCHEMA], _LATER_COLUMNS, timeout=timeout)
+        except NotADatabase as exc:
             raise CacheFileError(
                 f"The judge answer cache {path} is not a usable SQLite database ({exc}). Move it away or delete it "
                 f"(rm {path}*; cached answers are lost and will be asked again), or point EMO_CACHE_DIR elsewhere."
+            ) from exc
+        except sqlite3.Error as exc:  # healthy but not usable now: locked past the timeout, read-only, disk full
+            raise CacheFileError(
+                f"The judge answer cache {path} could not be opened ({exc}); its answers are kept. Free what "
+                "holds or blocks it (another process, permissions, disk space) and run again, or point "
+                "EMO_CACHE_DIR elsewhere."
             ) from exc
 
     def get_many(self, keys: Iterable[str]) -> dict[str, CachedAnswer]:

@@ -92,15 +92,12 @@ class DigestStore:
     Unusable (a damaged or unwritable file) means no store: files are then read, never trusted blindly."""
 
     def __init__(self, path: str | Path) -> None:
-        import sqlite3
+        from .sqlitefile import open_shared  # sqlite3 only where a store is used
 
         self.path = Path(path)
         self._lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(_STORE_SCHEMA)
+        self._db = open_shared(self.path, [_STORE_SCHEMA], timeout=30.0)
         self._puts = 0
 
     def get_many(self, signatures: Iterable[tuple[int, ...]]) -> dict[tuple[int, ...], tuple[int, str]]:
