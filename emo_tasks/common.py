@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Hashable, Iterator
+from datetime import datetime, timedelta, timezone
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,18 @@ from judges.atomic import atomic_path, atomic_write_text  # noqa: F401  (re-expo
 
 class DataError(ValueError):
     """Bad or missing benchmark data; the message names the file or row and the fix."""
+
+
+#: lmms-eval's clock for the names of its results files (`lmms_eval.utils.get_datetime_str`: Asia/Singapore, UTC+8
+#: all year since 1982).  Every file name emo-tasks stamps uses it too, so one run folder has one clock whatever the
+#: machine's time zone (docs/cli.md).
+STAMP_TZ = timezone(timedelta(hours=8))
+
+
+def file_stamp(fmt: str = "%Y%m%d_%H%M%S", when: float | None = None) -> str:
+    """`when` (a POSIX time; now when None) on lmms-eval's clock, formatted for a file name."""
+    moment = datetime.now(STAMP_TZ) if when is None else datetime.fromtimestamp(when, STAMP_TZ)
+    return moment.strftime(fmt)
 
 
 def placeholder_name(dataset: Any, family: str) -> str:

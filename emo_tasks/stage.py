@@ -385,11 +385,10 @@ def keep_units(plan: TaskPlan, keys: Sequence[str]) -> None:
 
 
 def _stamp() -> str:
-    """lmms-eval's results-file stamp (its clock: UTC+8), so our files sort after the run's."""
-    from datetime import datetime
-    from zoneinfo import ZoneInfo
+    """lmms-eval's results-file stamp, on its clock, so our files sort after the run's."""
+    from .common import file_stamp
 
-    return datetime.now(ZoneInfo("Asia/Singapore")).strftime("%Y%m%d_%H%M%S")
+    return file_stamp()
 
 
 def _jsonable(value: Any) -> Any:

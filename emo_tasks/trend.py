@@ -39,6 +39,7 @@ from typing import Any
 
 from emo_tasks import report
 from emo_tasks.benchmarks import Benchmark, all_benchmarks, benchmark_of
+from emo_tasks.common import STAMP_TZ
 from emo_tasks.metrics import Metric
 
 ORDERS = ("auto", "checkpoint", "date", "given")
@@ -47,8 +48,8 @@ ORDERS = ("auto", "checkpoint", "date", "given")
 _CHECKPOINT = re.compile(r"(?<![a-z])(?:ckpt|checkpoint|step|iter)[-_]?(\d+)(?![a-z0-9])", re.IGNORECASE)
 _INTEGER = re.compile(r"\d+")
 _STAMP = re.compile(r"^(\d{8}_\d{6})")
-#: lmms-eval's default clock for its stamps (`utils.get_datetime_str`); emo-tasks judge writes the same
-_STAMP_TZ = datetime.timezone(datetime.timedelta(hours=8))
+#: lmms-eval's default clock for its stamps (`utils.get_datetime_str`); every name emo-tasks stamps uses it too
+_STAMP_TZ = STAMP_TZ
 XLABELS = {"checkpoint": "checkpoint", "date": "run (by date)", "given": "run (given order)"}
 
 

@@ -97,7 +97,10 @@ def test_a_locked_cache_is_waited_for_not_called_damaged(tmp_path: Path) -> None
     """Another process holds the write lock while the cache is first made: the open waits for it, then succeeds."""
     path = tmp_path / "judge_cache.sqlite3"
     holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             import sqlite3, sys, time
             con = sqlite3.connect({str(path)!r}, isolation_level=None)
             con.execute("PRAGMA journal_mode=WAL")
@@ -106,7 +109,8 @@ def test_a_locked_cache_is_waited_for_not_called_damaged(tmp_path: Path) -> None
             print("locked", flush=True)
             time.sleep(1.5)
             con.execute("COMMIT")
-        """)],
+        """),
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -8,7 +8,9 @@ A judged in-process, B `--predict_only`, D `EMO_JUDGE=defer` without `--log_samp
 
 from __future__ import annotations
 
+import datetime
 import json
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -26,7 +28,9 @@ pytestmark = pytest.mark.slow
 
 
 def _env(cache: Path, srv: LoopbackServer | None = None, **extra: str) -> dict[str, str]:
-    return cli_env(cache, srv, **{"EMO_JUDGE_BACKOFF_BASE": "0.01", "EMO_JUDGE_BACKOFF_MAX": "0.05", **extra})
+    # TZ=UTC: the machine's clock 8 h from lmms-eval's (UTC+8), so a file named by the local clock shows
+    extra = {"EMO_JUDGE_BACKOFF_BASE": "0.01", "EMO_JUDGE_BACKOFF_MAX": "0.05", "TZ": "UTC", **extra}
+    return cli_env(cache, srv, **extra)
 
 
 def _lmms(out: Path, env: dict[str, str], srv: LoopbackServer, *flags: str) -> subprocess.CompletedProcess:
@@ -156,6 +160,48 @@ def test_two_judges_side_by_side_name_their_models_and_endpoint(runs: dict[str, 
     agreement = emo(_env(runs["root"] / "cache_two"), "agreement", str(folders["judge=judge-a"]),
                     str(folders["judge=judge-b"]))  # fmt: skip
     assert agreement.returncode == 0, agreement.stdout + agreement.stderr
+
+
+def test_two_judge_stages_started_together_on_a_fresh_cache_both_finish(runs: dict[str, Path]) -> None:
+    """Issue 32 item 1: two `emo-tasks judge` opening one fresh EMO_CACHE_DIR at the same moment (one stage
+    crashed with exit 3 in 1 of 4 tries, blaming a healthy cache); every try, both judge every row."""
+    with LoopbackServer(responder=Model(), expected_api_key=API_KEY) as srv:
+        for attempt in range(3):
+            env = _env(runs["root"] / f"cache_together{attempt}", srv)
+            outs = [runs["root"] / f"together{attempt}_{side}" for side in ("a", "b")]
+            cmd = [sys.executable, "-m", "emo_tasks", "judge", str(runs["B"]), "--tasks", "mme_emotion_sample"]
+            pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+            procs = [subprocess.Popen([*cmd, "--out", str(out)], env=env, **pipes) for out in outs]
+            done = [p.communicate(timeout=600) for p in procs]
+            for proc, (_, err) in zip(procs, done, strict=True):
+                assert proc.returncode == 0, f"try {attempt}: {err[-3000:]}"
+                assert "SQLite" not in err and "delete" not in err, err[-3000:]
+            got = [values(_results(out))["mme_emotion_sample"] for out in outs]
+            assert got[0] == got[1] and got[0]["n_scored,none"] == 16 and got[0]["n_judge_failed,none"] == 0
+
+
+_STAMP = re.compile(r"(?<!\d)(\d{8})[_T](\d{6})(?!\d)")
+
+
+def test_one_clock_names_every_file_of_a_run(runs: dict[str, Path]) -> None:
+    """Issue 32 item 13: lmms-eval's results, our judge logs and the judge stage's folder, all named on one clock
+    (lmms-eval's, UTC+8) on a machine whose own clock is UTC: no stamp 8 h from the others."""
+    out = runs["root"] / "clock_judged"
+    with LoopbackServer(responder=Model(), expected_api_key=API_KEY) as srv:
+        proc = emo(_env(runs["root"] / "cache_clock", srv), "judge", str(runs["B"]), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    stamps: dict[str, datetime.datetime] = {}
+    for folder in (runs["A"], runs["B"], out):
+        for path in folder.rglob("*"):
+            if (m := _STAMP.search(path.name)) and "judged" not in path.relative_to(folder).parts[:1]:
+                stamps[str(path)] = datetime.datetime.strptime("".join(m.groups()), "%Y%m%d%H%M%S")
+    kinds = {p.rsplit("/", 2)[-2] for p in stamps}
+    assert {"emo_tasks_judge", "eval-model"} <= kinds and any(str(out) in p for p in stamps), sorted(stamps)
+    spread = max(stamps.values()) - min(stamps.values())
+    assert spread < datetime.timedelta(hours=2), {p: t.isoformat() for p, t in stamps.items()}
+    # and that clock is lmms-eval's: the newest stamp is now on UTC+8
+    now = datetime.datetime.now(datetime.timezone(datetime.timedelta(hours=8))).replace(tzinfo=None)
+    assert abs(now - max(stamps.values())) < datetime.timedelta(hours=1)
 
 
 def test_dry_run_counts_what_the_real_run_sends(runs: dict[str, Path]) -> None:

@@ -29,7 +29,7 @@ from typing import Any
 from loguru import logger
 
 from emo_tasks import subset
-from emo_tasks.common import placeholder_name, row_target
+from emo_tasks.common import file_stamp, placeholder_name, row_target
 from emo_tasks.settings import CommonSettings, environ, lmms_eval_predict_only
 from judges import BatchStats, JudgeCache, JudgeEngine, get_engine
 from judges.atomic import atomic_write_text
@@ -423,7 +423,7 @@ def _write_answers(output_path: str, tasks: list[str], source: str, items: Seque
         }
         for item in items
     ]
-    path = Path(output_path) / "emo_tasks_judge" / f"{_log_name(tasks, source)}_{time.strftime('%Y%m%dT%H%M%S')}"
+    path = Path(output_path) / "emo_tasks_judge" / f"{_log_name(tasks, source)}_{file_stamp('%Y%m%dT%H%M%S')}"
     path = path.with_name(path.name + "_answers.jsonl")
     write_audit_jsonl(path, rows)
     return path
@@ -503,6 +503,6 @@ def _write_logs(
 
     folder = Path(output_path) / "emo_tasks_judge"
     name = _log_name(tasks, source)
-    stamp = time.strftime("%Y%m%dT%H%M%S")
+    stamp = file_stamp("%Y%m%dT%H%M%S")
     write_audit_jsonl(folder / f"{name}_{stamp}_judge.jsonl", rows)  # keys redacted, any string survives
     atomic_write_text(folder / f"{name}_{stamp}_summary.json", json_text(summary, indent=2))

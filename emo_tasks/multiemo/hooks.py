@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from emo_tasks import subset
-from emo_tasks.common import atomic_write_text, load_yaml, placeholder_name, row_target
+from emo_tasks.common import atomic_write_text, file_stamp, load_yaml, placeholder_name, row_target
 from emo_tasks.datafiles import dataset_source
 from emo_tasks.images import load_image
 from emo_tasks.settings import environ
@@ -181,7 +181,7 @@ def _report(records: Sequence[dict[str, Any]], scores: dict[str, Any], args: Any
 
         folder = Path(output_path) / "emo_tasks_judge"
         folder.mkdir(parents=True, exist_ok=True)
-        stamp = time.strftime("%Y%m%dT%H%M%S")
+        stamp = file_stamp("%Y%m%dT%H%M%S")
         prefix = "sample_multiemo" if source == "sample" else "multiemo"
         rows = (
             {"image_id": r["image_id"], "emotion": r["emotion"], "score": r["predicted_score"], "reason": r["reason"],

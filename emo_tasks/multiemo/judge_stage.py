@@ -25,12 +25,11 @@ import math
 import random
 import re
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.common import DataError, iter_jsonl, load_yaml
+from emo_tasks.common import DataError, file_stamp, iter_jsonl, load_yaml
 from emo_tasks.settings import SettingsError, environ
 from judges import BatchStats, ImagePart, JudgeRequest, run_batch, user_message
 from judges.config import JudgeConfigError
@@ -401,7 +400,7 @@ def judge_run_predictions(
     metrics = scoring.task_metrics(judged_images(images, rows), settings)
 
     folder = Path(out_dir) / JUDGE_FOLDER
-    prefix = f"{'sample_multiemo' if settings.source == 'sample' else 'multiemo'}_{time.strftime('%Y%m%dT%H%M%S')}"
+    prefix = f"{'sample_multiemo' if settings.source == 'sample' else 'multiemo'}_{file_stamp('%Y%m%dT%H%M%S')}"
     write_rows(folder / f"{prefix}_judged_predictions.jsonl", rows)
     summary = {
         "judged_metrics": metrics,

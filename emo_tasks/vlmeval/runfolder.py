@@ -11,12 +11,11 @@ import json
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from emo_tasks import subset
-from emo_tasks.common import atomic_write_text
+from emo_tasks.common import atomic_write_text, file_stamp
 from emo_tasks.settings import environ
 
 #: Where beside VLMEvalKit's prediction file the run folder goes: `<its folder>/emo_tasks/<dataset>/`.
@@ -177,7 +176,7 @@ def write_tasks(
     run, so no tool needs --run.  `groups`: group -> its tasks (lmms-eval's `group_subtasks`), each with the
     metric names of its tasks, not computed here (the judge stage pools them)."""
     folder.mkdir(parents=True, exist_ok=True)
-    stamp = (datetime.fromtimestamp(when) if when is not None else datetime.now()).strftime("%Y%m%d_%H%M%S")
+    stamp = file_stamp(when=when)  # lmms-eval's clock, as every name emo-tasks stamps
     _forget_other_runs(folder, stamp)
     rows = {t.task: {"alias": t.task, **{f"{k},none": v for k, v in t.metrics.items()}} for t in tasks}
     for group in groups or {}:
