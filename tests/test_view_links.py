@@ -52,8 +52,8 @@ class LinkedRun:
         data_file.write_text(json.dumps(rows, indent=1), encoding="utf-8")
         self.point("relative")
         self.out = root / "run"
-        cmd = [sys.executable, "-m", "lmms_eval", "--model", "dummy", "--model_args", "response=Correct.",
-               "--tasks", "mvei_sample", "--batch_size", "1", "--output_path", str(self.out), "--log_samples"]  # fmt: skip
+        cmd = [sys.executable, "-m", "lmms_eval", "--model", "dummy", "--model_args", "response=Correct.", "--tasks",
+               "mvei_sample", "--batch_size", "1", "--output_path", str(self.out), "--log_samples"]  # fmt: skip
         proc = subprocess.run(cmd, env=cli_env(self.cache), capture_output=True, text=True, timeout=900, cwd=root)
         assert list(self.out.rglob("*_samples_mvei_sample.jsonl")), proc.stdout[-2000:] + proc.stderr[-4000:]
 
