@@ -8,10 +8,11 @@ The formats are the benchmarks' own, each in its benchmark's folder, found throu
 mme-official (`emo_tasks/mme_emotion/export.py`), mvei-official (`emo_tasks/mvei/export.py`) and multiemo-table
 (`emo_tasks/multiemo/export.py`).  Each format module documents its files in its docstring, lists the fields
 and types of the JSON files it writes in its `SCHEMAS` (checked by `check_schema`) and builds its export from the
-helpers here (`read_run`, `run_task_log`, `model_name_for`, `staged`, `write_json`, `finish`, ...); it may add to
-what `--help` says: `RUN_DIR_HELP` (what its formats need of RUN_DIR) and `REFUSALS` (its own reasons for exit
-2).  This module imports no benchmark module (only the registry, which loads them lazily), so the format modules
-can import it: no import circle.
+helpers here (`read_run`, `run_task_log`, `model_name_for`, `staged`, `write_json`, `write_text`, `finish`, ...) and
+writes every file through `write_json` or `write_text`, which mask the environment's secrets (`secrets_masker`);
+it may add to what `--help` says: `RUN_DIR_HELP` (what its formats need of RUN_DIR) and `REFUSALS` (its own
+reasons for exit 2).  This module imports no benchmark module (only the registry, which loads them lazily), so
+the format modules can import it: no import circle.
 
 An export never mixes runs: the run is picked by the project's one rule (`report.load_run`: a folder
 holding several runs needs --run), the MME-Emotion judge log of a task is the newest one that is that run's (its

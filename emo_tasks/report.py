@@ -17,7 +17,7 @@ Leaderboard JSON (`emo-tasks report --format json`), schema "emo-tasks/leaderboa
      "runs": [{
         "label": str,                 # model + model_args, or the folder name when that is ambiguous
         "run_dir": str,
-        "model": str | null, "model_args": str | null,
+        "model": str | null, "model_args": str | null,  # secrets masked; a dict as `name=value,...` text
         "emo_tasks_version": str,     # the emo-tasks that wrote the report (runs do not record theirs)
         "lmms_eval_version": str | null, "date": str | null,
         "data_source": {task: "benchmark" | "sample"},

@@ -4,7 +4,9 @@ source file's content (`media/<sha256>.jpg`), so a frame shared by many samples 
 Why a cache: the full-scale site shows tens of thousands of video frames; encoding a thumbnail costs far more than
 hashing its source, so each thumbnail is also kept in `<emo-tasks cache>/view_thumbs/` and a later site (of any
 run) links or copies it from there.  A media entry that is not an existing image file Pillow can read gets no
-thumbnail: the page shows it as text.
+thumbnail: the page shows it as text.  An image that is a symbolic link is resolved to its regular file
+(`source_file`), so a site and the cache hold regular files only, never a link (broken once placed elsewhere, or
+naming a local path); a cache entry that is not a regular file is made again.
 
 Why a `Thumbnailer` that takes files while the site is being read: at full scale the thumbnails are most of the
 work and reading the runs' samples is single-threaded Python, so the thumbnails are made meanwhile, in worker
