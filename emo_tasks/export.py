@@ -8,10 +8,11 @@ The formats are the benchmarks' own, each in its benchmark's folder, found throu
 mme-official (`emo_tasks/mme_emotion/export.py`), mvei-official (`emo_tasks/mvei/export.py`) and multiemo-table
 (`emo_tasks/multiemo/export.py`).  Each format module documents its files in its docstring, lists the fields
 and types of the JSON files it writes in its `SCHEMAS` (checked by `check_schema`) and builds its export from the
-helpers here (`read_run`, `run_task_log`, `model_name_for`, `staged`, `write_json`, `finish`, ...); it may add to
-what `--help` says: `RUN_DIR_HELP` (what its formats need of RUN_DIR) and `REFUSALS` (its own reasons for exit
-2).  This module imports no benchmark module (only the registry, which loads them lazily), so the format modules
-can import it: no import circle.
+helpers here (`read_run`, `run_task_log`, `model_name_for`, `staged`, `write_json`, `write_text`, `finish`, ...) and
+writes every file through `write_json` or `write_text`, which mask the environment's secrets (`secrets_masker`);
+it may add to what `--help` says: `RUN_DIR_HELP` (what its formats need of RUN_DIR) and `REFUSALS` (its own
+reasons for exit 2).  This module imports no benchmark module (only the registry, which loads them lazily), so
+the format modules can import it: no import circle.
 
 An export never mixes runs: the run is picked by the project's one rule (`report.load_run`: a folder
 holding several runs needs --run), the MME-Emotion judge log of a task is the newest one that is that run's (its
@@ -55,6 +56,7 @@ from types import ModuleType
 from typing import Any, NoReturn
 
 from emo_tasks.benchmarks import export_formats, load_object
+from emo_tasks.redact import Redactor
 
 #: Every export format, in registry order (the `--format` choices).
 FORMATS = tuple(export_formats())
@@ -129,10 +131,31 @@ _NAME_MAX = 255  # bytes of one path component (ext4, xfs, btrfs, APFS)
 
 # ------------------------------------------------------------------------------------------------ helpers
 def write_json(path: Path, data: Any) -> Path:
-    """`data` as every export writes JSON (indent 2, UTF-8, a final newline), making the folders; returns `path`."""
+    """`data` as every export writes JSON (indent 2, UTF-8, a final newline), making the folders, with the
+    environment's secrets masked in its strings (`secrets_masker`); returns `path`."""
+    redact = secrets_masker()
+    if redact.values:
+        data = redact.data(data)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
+
+
+def write_text(path: Path, text: str) -> Path:
+    """`text` as every export writes a text file (UTF-8), making the folders, with the environment's secrets
+    masked (`secrets_masker`); returns `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(secrets_masker()(text), encoding="utf-8")
+    return path
+
+
+def secrets_masker() -> Redactor:
+    """What every file of an export goes through (`write_json`, `write_text`): the values of the environment's
+    secret variables masked, by the rule `emo-tasks view` uses (`emo_tasks.redact.Redactor`).  Why: an export
+    carries the model's answers and the judge's texts by design, and a model may repeat a key it was given; only
+    those values are masked, never text that merely looks like an argument (the answers stay the model's own).
+    Without such a variable nothing changes: the files are byte for byte what they were."""
+    return Redactor(arguments=False)
 
 
 def read_run(run_dir: str | Path, pick: str | None = None) -> Any:
@@ -471,7 +494,7 @@ def finish(
     wrote and forgot to list fails here, before the export is moved into place."""
     listed = sorted({*files, *COMMON_FILES})
     write_json(out / "summary.json", {**summary, "files": listed})
-    (out / "README.md").write_text(readme, encoding="utf-8")
+    write_text(out / "README.md", readme)
     write_json(out / "provenance.json", provenance(run, fmt, name, tasks, files=listed))
     on_disk = files_under(out)
     if on_disk != listed:

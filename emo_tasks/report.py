@@ -17,7 +17,7 @@ Leaderboard JSON (`emo-tasks report --format json`), schema "emo-tasks/leaderboa
      "runs": [{
         "label": str,                 # model + model_args, or the folder name when that is ambiguous
         "run_dir": str,
-        "model": str | null, "model_args": str | null,
+        "model": str | null, "model_args": str | null,  # secrets masked; a dict as `name=value,...` text
         "emo_tasks_version": str,     # the emo-tasks that wrote the report (runs do not record theirs)
         "lmms_eval_version": str | null, "date": str | null,
         "data_source": {task: "benchmark" | "sample"},
@@ -147,10 +147,11 @@ class Run:
 
     @property
     def model_args(self) -> str | None:
-        """The run's model_args with secrets masked (`emo_tasks.redact`): they reach labels, JSON, CSV, exports."""
-        from emo_tasks.redact import mask_secrets
+        """The run's model_args as text with secrets masked (`emo_tasks.redact.model_args_text`; a dict, as older
+        lmms-eval versions record it, masked by key): they reach labels, JSON, CSV, the site, exports."""
+        from emo_tasks.redact import model_args_text
 
-        return mask_secrets((self.data.get("config") or {}).get("model_args"))
+        return model_args_text((self.data.get("config") or {}).get("model_args"))
 
     def value(self, task: str, metric: str) -> float | None:
         """results.json's number (None when absent, null or not a number)."""

@@ -4,6 +4,10 @@ Exit codes: 0 exported; 2 refused (no run or several and none picked, --out not 
 judged yet); 3 error (a bad argument: --out unusable, an empty --model-name; malformed input; a crash), always one
 line on stderr and never a traceback.
 
+No secret reaches an export (issue 32, items 4 and 8): `model_args` recorded as a dict is masked by key everywhere a
+run's configuration is shown or written (report, view, export provenance), and a secret environment variable's value
+that the model repeated in its answer is masked in every file an export writes.
+
 Slow tests go through the real CLI (`python -m emo_tasks export ...`) on real lmms-eval runs (`--model dummy`,
 the three sample tasks, MME-Emotion judged in process by the loopback judge), made once per module: a judged run
 and a `--predict_only` run.  The file bookkeeping (what an export wrote, what --force may remove) and the staged
@@ -22,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import API_KEY, cli_env
+from conftest import API_KEY, cli_env, run_emo
 from fakes import Judge
 
 from emo_tasks import export
@@ -51,8 +55,9 @@ def lmms(out: Path, cache: Path, *flags: str, answer: str = FIRST_ANSWER, judge:
     assert set(out.rglob("*_results.json")) - before, proc.stdout[-2000:] + proc.stderr[-4000:]
 
 
-def emo_export(*args: str, cache: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "emo_tasks", "export", *args], env=_env(cache),
+def emo_export(*args: str, cache: Path, **env: str) -> subprocess.CompletedProcess:
+    """`emo-tasks export ARGS` through the CLI; `env`: variables added to the test environment."""
+    return subprocess.run([sys.executable, "-m", "emo_tasks", "export", *args], env={**_env(cache), **env},
                           capture_output=True, text=True, timeout=600)  # fmt: skip
 
 
@@ -394,3 +399,102 @@ def test_main_export_turns_any_crash_into_one_line_and_exit_3(
     assert export.main_export(args) == 3
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "RuntimeError" in err and "unexpected" in err
+
+
+# ------------------------------------------------------------------------------------------------ 6. secrets
+FORMATS = ("mme-official", "mvei-official", "multiemo-table")
+#: A key and a URL password held in model_args as a dict (older lmms-eval versions and hand-made results).
+DICT_KEY, URL_PASSWORD = "sk-dict-args-0a1b2c3d4e5f6789", "hunter2-url-password"
+#: A key in the environment that the model repeated in its answers.
+ECHOED_KEY = "sk-echoed-by-the-model-5a4b3c2d1e"
+
+
+def _copy(runs: dict[str, Path], tmp_path: Path) -> Path:
+    folder = tmp_path / "run"
+    shutil.copytree(runs["judged"], folder)
+    return folder
+
+
+def _all_bytes(*roots: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for root in roots for p in ([root] if root.is_file() else root.rglob("*")) if p.is_file()}
+
+
+def _leaks(roots: list[Path], said: list[str], *secrets: str) -> list[tuple[str, str]]:
+    """(secret, where) for every file under `roots` and every output text in `said` that holds a secret."""
+    files = _all_bytes(*roots)
+    found = [(s, str(p)) for s in secrets for p, raw in files.items() if s.encode() in raw]
+    return found + [(s, f"output {i}") for s in secrets for i, text in enumerate(said) if s in text]
+
+
+@pytest.mark.slow
+def test_dict_model_args_are_masked_by_key_in_the_report_the_view_and_every_export(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """The results file's `config.model_args` as a dict holding a key, a URL with a password, a nested secret and a
+    list: no output file, stdout or stderr of `report` (md, json, csv), `view` or `export` (every format) holds a
+    secret; every export succeeds (before: TypeError, exit 3) and says what was masked."""
+    folder = _copy(runs, tmp_path)
+    results = next(folder.glob("*_results.json"))
+    data = json.loads(results.read_text())
+    data["config"]["model_args"] = {
+        "response": FIRST_ANSWER, "api_key": DICT_KEY, "base_url": f"http://alice:{URL_PASSWORD}@127.0.0.1:9/v1",
+        "client": {"session": {"user": "alice", "token": DICT_KEY}, "auth": {"basic": ["alice", URL_PASSWORD]}},
+        "extra": [f"x-api-key={DICT_KEY}"],
+    }  # fmt: skip
+    results.write_text(json.dumps(data))
+    env, outputs, said = cli_env(runs["cache"]), [], []
+    for fmt in ("md", "json", "csv"):
+        out = tmp_path / f"report.{fmt}"
+        proc = run_emo(env, "report", str(folder), "--format", fmt, "--resamples", "50", "--out", str(out))
+        assert proc.returncode == 0, proc.stderr
+        outputs.append(out)
+        said += [proc.stdout, proc.stderr]
+    proc = run_emo(env, "view", str(folder), "--out", str(tmp_path / "site"))
+    assert proc.returncode == 0, proc.stderr
+    outputs.append(tmp_path / "site")
+    said += [proc.stdout, proc.stderr]
+    assert _leaks(outputs, said, DICT_KEY, URL_PASSWORD) == []  # before: the site's data/site.js (label, model_args)
+    for fmt in FORMATS:
+        proc = emo_export(str(folder), "--format", fmt, "--out", str(tmp_path / fmt), cache=runs["cache"])
+        assert proc.returncode == 0, proc.stderr  # before: TypeError, exit 3
+        outputs.append(tmp_path / fmt)
+        said += [proc.stdout, proc.stderr]
+        prov = json.loads((tmp_path / fmt / "provenance.json").read_text())
+        assert export.check_schema(prov, "provenance") == []
+        assert "api_key=***" in prov["model_args"] and "http://***@127.0.0.1:9/v1" in prov["model_args"]
+        assert f"response={FIRST_ANSWER}" in prov["model_args"]  # what says no secret stays readable
+        assert '"session": {"user": "alice", "token": "***"}, "auth": {"basic": ["***", "***"]}' in prov["model_args"]
+    assert len(_all_bytes(*outputs)) > 20
+    assert _leaks(outputs, said, DICT_KEY, URL_PASSWORD) == []
+    board = json.loads((tmp_path / "report.json").read_text())
+    assert board["runs"][0]["model_args"] == prov["model_args"]
+    assert "api_key=***" in board["runs"][0]["label"]
+
+
+@pytest.mark.slow
+def test_a_secret_the_model_repeated_is_masked_in_every_export(runs: dict[str, Path], tmp_path: Path) -> None:
+    """The model repeated the key it was given (OPENAI_API_KEY) in every answer: the run's sample logs, judge logs
+    and results hold it, as a real run would.  Exported with the key in the environment, no exported file holds
+    it (every format, provenance included); the answers are kept, with the key masked as `view` masks it."""
+    folder = _copy(runs, tmp_path)
+    echoed = f"{FIRST_ANSWER} My key is {ECHOED_KEY}."
+    n_files = 0
+    for path in [*folder.rglob("*.json"), *folder.rglob("*.jsonl")]:
+        text = path.read_text(encoding="utf-8")
+        if FIRST_ANSWER in text:
+            path.write_text(text.replace(FIRST_ANSWER, echoed), encoding="utf-8")
+            n_files += 1
+    assert n_files >= 5  # the results, the three tasks' sample logs, the MME-Emotion judge logs
+    for fmt in FORMATS:
+        out = tmp_path / fmt
+        proc = emo_export(str(folder), "--format", fmt, "--out", str(out), cache=runs["cache"],
+                          OPENAI_API_KEY=ECHOED_KEY)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert ECHOED_KEY not in proc.stdout + proc.stderr
+        files = _all_bytes(out)
+        assert [p for p, raw in files.items() if ECHOED_KEY.encode() in raw] == [], fmt
+    mvei = json.loads((tmp_path / "mvei-official" / mvei_export.MVEI_FILE).read_text())
+    assert {g for r in mvei.values() for g in r["generations"]} == {f"{FIRST_ANSWER} My key is ***."}
+    assert _responses(tmp_path / "mme-official") == {f"{FIRST_ANSWER} My key is ***."}
+    prov = json.loads((tmp_path / "mvei-official" / "provenance.json").read_text())
+    assert "My key is ***." in prov["model_args"]

@@ -121,3 +121,48 @@ def test_masking_leaves_a_value_lmms_eval_already_masked_as_it_is() -> None:
     text = "model_version=m,base_url=http://127.0.0.1:9/v1,api_key=[REDACTED],max_frames_num=4"
     assert mask_secrets(text, env={}) == text
     assert mask_secrets("api_key='***',token=abcdef", env={}) == "api_key='***',token=***"
+
+
+def test_model_args_as_a_dict_are_masked_by_key_and_read_as_text() -> None:
+    """Older lmms-eval versions and hand-made results record model_args as a dict: its secrets are masked by key,
+    recursively (a secret key's whole value; lists and nested dicts), and it reads as lmms-eval's `name=value` text,
+    so every reader of model_args (labels, the export's default name, trends) takes it as it takes the text."""
+    from emo_tasks.redact import Redactor, mask_config, model_args_text
+
+    args = {
+        "pretrained": "Qwen/Qwen2-VL-2B", "api_key": "sk-abc123456789", "base_url": "https://u:pw@host.example/v1",
+        "use_auth_token": True, "client": {"session": {"token": "t-0000000000", "n": 3}, "auth": ["alice", 12345678]},
+        "headers": ["x-api-key=sk-abc123456789"], "ready": "[REDACTED]", "password": "[REDACTED]", "seed": None,
+    }  # fmt: skip
+    text = model_args_text(args, env={})
+    assert text == (
+        "pretrained=Qwen/Qwen2-VL-2B,api_key=***,base_url=https://***@host.example/v1,use_auth_token=True,"
+        'client={"session": {"token": "***", "n": 3}, "auth": ["***", "***"]},headers=["x-api-key=***"],'
+        "ready=[REDACTED],password=[REDACTED],seed=None"
+    )
+    assert (
+        model_args_text([{"api_key": "sk-abc123456789"}, "pretrained=x"], env={}) == '{"api_key": "***"},pretrained=x'
+    )
+    assert model_args_text({"model": "m", "note": "tok-0000000000long"}, env={"MY_TOKEN": "tok-0000000000long"}) == (
+        "model=m,note=***"
+    )
+    string = "model_version=m1,api_key=sk-abc123456789,base_url=https://user:pw@host.example/v1"
+    assert model_args_text(string, env={}) == "model_version=m1,api_key=***,base_url=https://***@host.example/v1"
+    assert model_args_text(None) is None
+    assert mask_config({"a": {"b": 1}}, Redactor({})) == {"a": {"b": 1}}
+
+
+def test_the_export_name_and_the_label_read_dict_model_args(tmp_path) -> None:
+    import json
+
+    from emo_tasks import export, report
+
+    run = tmp_path / "run"
+    run.mkdir()
+    config = {"model": "openai", "model_args": {"model_version": "gpt-x", "api_key": "sk-abc123456789"}}
+    data = {"results": {"mvei_sample": {"acc_total,none": 50.0}}, "config": config}
+    (run / "20260101_000000_results.json").write_text(json.dumps(data))
+    loaded = report.load_run(run)
+    report.label_runs([loaded])
+    assert loaded.label == "openai (model_version=gpt-x,api_key=***)"
+    assert export.model_name_for(loaded, None) == "gpt-x"

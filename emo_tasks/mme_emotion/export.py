@@ -64,6 +64,7 @@ from emo_tasks.export import (
     safe_name,
     staged,
     write_json,
+    write_text,
 )
 
 #: What `emo-tasks export --help` says of this format: what RUN_DIR must be, and its own reason to refuse (exit 2).
@@ -355,8 +356,7 @@ def _write_mme(out: Path, run: Any, name: str, stem: str, alpha: float, found: M
         stats = official_mme_metrics(entries, "fraction", alpha, rename)  # the project's rule: its numbers
         script = official_mme_metrics(entries, rule, alpha, rename)  # what the unchanged per-task script prints
         metrics_file = out / "eval_cot" / key / "metrics" / "results" / f"{prefix}_{stem}_metrics.txt"
-        metrics_file.parent.mkdir(parents=True, exist_ok=True)
-        metrics_file.write_text(render_metrics(name, alpha, stats, categories=rule == "digit"), encoding="utf-8")
+        write_text(metrics_file, render_metrics(name, alpha, stats, categories=rule == "digit"))
         files.append(metrics_file.relative_to(out).as_posix())
         official, project = _pct(stats), _project(run, task)
         tasks[key] = {
@@ -372,8 +372,7 @@ def _write_mme(out: Path, run: Any, name: str, stem: str, alpha: float, found: M
         }
     overall_stats = official_mme_metrics(pooled, "fraction", alpha)
     overall_file = out / "eval_cot" / "Overall" / "metrics" / "results" / f"Overall_{stem}_metrics.txt"
-    overall_file.parent.mkdir(parents=True, exist_ok=True)
-    overall_file.write_text(render_metrics(name, alpha, overall_stats, categories=False), encoding="utf-8")
+    write_text(overall_file, render_metrics(name, alpha, overall_stats, categories=False))
     files.append(overall_file.relative_to(out).as_posix())
     group = next((g for g in groups if g in run.results), None)
     overall_project = _project(run, group) if group else None

@@ -19,7 +19,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.export import ExportError, StrPath, finish, model_name_for, run_task_log, staged
+from emo_tasks.export import ExportError, StrPath, finish, model_name_for, run_task_log, staged, write_text
 
 
 def export_multiemo_table(
@@ -95,7 +95,7 @@ def export_multiemo_table(
     )
     files = ["multiemo_images.csv", "multiemo_metrics.md"]
     with staged(out_dir, force) as out:
-        (out / files[0]).write_text(buf.getvalue(), encoding="utf-8")
-        (out / files[1]).write_text(md, encoding="utf-8")
+        write_text(out / files[0], buf.getvalue())
+        write_text(out / files[1], md)
         finish(out, run, "multiemo-table", name, [task], summary, files, readme)
     return Path(out_dir) / files[0]

@@ -4,7 +4,9 @@ source file's content (`media/<sha256>.jpg`), so a frame shared by many samples 
 Why a cache: the full-scale site shows tens of thousands of video frames; encoding a thumbnail costs far more than
 hashing its source, so each thumbnail is also kept in `<emo-tasks cache>/view_thumbs/` and a later site (of any
 run) links or copies it from there.  A media entry that is not an existing image file Pillow can read gets no
-thumbnail: the page shows it as text.
+thumbnail: the page shows it as text.  An image that is a symbolic link is resolved to its regular file
+(`source_file`), so a site and the cache hold regular files only, never a link (broken once placed elsewhere, or
+naming a local path); a cache entry that is not a regular file is made again.
 
 Why a `Thumbnailer` that takes files while the site is being read: at full scale the thumbnails are most of the
 work and reading the runs' samples is single-threaded Python, so the thumbnails are made meanwhile, in worker
@@ -23,6 +25,7 @@ import hashlib
 import multiprocessing
 import os
 import shutil
+import stat
 import tempfile
 import threading
 from collections.abc import Iterable
@@ -85,13 +88,15 @@ def encode(src: Path, dest: Path) -> None:
 
 def _place(src: Path, dest: Path) -> None:
     """`src`'s bytes at `dest` (a small JPEG as it is, or a cached thumbnail): a hard link (no copy; files are
-    never rewritten in place), else a copy written whole or not at all; `dest` already there is the same content
-    (its name is the content's hash), placed meanwhile."""
+    never rewritten in place), else a copy written whole or not at all; `dest` already there as a regular file is
+    the same content (its name is the content's hash), placed meanwhile.  `src` is a regular file (`source_file`):
+    a link to a symlink would be a symlink, broken wherever its target is not."""
     try:
         os.link(src, dest)
         return
     except FileExistsError:
-        return
+        if regular(dest):
+            return  # else a link an older version left (in the cache): replaced below
     except OSError:  # another file system, or links not allowed
         pass
     fd, tmp = tempfile.mkstemp(dir=dest.parent, suffix=".part")
@@ -104,16 +109,36 @@ def _place(src: Path, dest: Path) -> None:
         raise
 
 
+def regular(path: Path) -> bool:
+    """Whether `path` itself is a regular file (not a symlink to one): what a site and its cache hold."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def source_file(src: Path) -> Path:
+    """The regular file whose bytes `src` names: a symlink resolved (relative or absolute, a chain of them), so the
+    site holds those bytes and never the link (a relative link placed elsewhere points at nothing; an absolute one
+    points out of the site and names a local path).  Raises OSError when it is not a regular file."""
+    real = Path(os.path.realpath(src)) if os.path.islink(src) else src
+    if not stat.S_ISREG(os.stat(real).st_mode):
+        raise OSError(f"{src}: not a regular file")
+    return real
+
+
 def thumbnail(src: Path, media_dir: Path, cache: Path | None) -> str | None:
     """The thumbnail's name in `media_dir` (`<sha256>.jpg`), made or taken from `cache`; None when `src` is not an
-    image Pillow can read."""
+    image Pillow can read.  A cache entry that is not a regular file (a symlink an older version placed there,
+    broken or not) is made again."""
     try:
+        src = source_file(src)
         name = f"{content_hash(src)}.jpg"
         dest = media_dir / name
-        if dest.exists():
+        if regular(dest):
             return name
         cached = cache / name if cache is not None else None
-        if cached is None or not cached.is_file():
+        if cached is None or not regular(cached):
             target = cached if cached is not None else dest
             target.parent.mkdir(parents=True, exist_ok=True)
             encode(src, target)
