@@ -41,7 +41,8 @@ def contained_path(
 ) -> Path:
     """`root / relative`, refused (DataError naming `where`) when it can lead out of `root`: an absolute path, a
     `..` that climbs out of it (after folding "a/../b"), or — when it exists — a symlink (of the file or a folder
-    on the way) that resolves outside the resolved root.  The one policy for every benchmark's media paths.
+    on the way) that resolves outside the resolved root, except into the Hub cache's own store of the snapshot
+    that holds the root (`_hub_blob`).  The one policy for every benchmark's media paths.
 
     `memo` (a dict the caller keeps for one pass over a data file's rows): the resolved root and folders, so that a
     folder of 6,500 videos is resolved once, not once per row (os.path.realpath lstats every component: a second of
@@ -54,12 +55,25 @@ def contained_path(
     full = Path(root) / relative
     if os.path.lexists(full):
         real, real_root = _real(str(full), memo), _real_folder(str(root), memo)
-        if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
+        inside = real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+        if not inside and not _hub_blob(real, real_root):
             raise DataError(
                 f"{where}: {what} path {relative!r} is a symlink leading out of {root} (to {real}); copy the file into "
                 "the data folder, or link the whole data folder instead"
             )
     return full
+
+
+def _hub_blob(real: str, real_root: str) -> bool:
+    """Whether `real` is a file of the Hugging Face cache's `blobs/` folder of the repository whose snapshot holds
+    `real_root` (`<cache>/datasets--org--name/snapshots/<revision>/...`).  Why: the Hub cache stores every file of
+    a snapshot as a symlink to `../../blobs/<hash>` (`snapshot_download`'s layout), so a data set taken from the Hub
+    is a folder of links leading out of it, into its own repository's store and nowhere else."""
+    parts = Path(real_root).parts
+    for i in range(len(parts) - 2, 0, -1):
+        if parts[i] == "snapshots" and parts[i - 1].startswith(("datasets--", "models--", "spaces--")):
+            return os.path.dirname(real) == os.path.join(*parts[:i], "blobs")
+    return False
 
 
 def _real_folder(folder: str, memo: dict[str, str] | None) -> str:

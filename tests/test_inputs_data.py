@@ -8,15 +8,20 @@ benchmarks; (c) the MVEI strict parser's final "Answer:"; (d) ER-Wild's per-cate
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
 import struct
+import subprocess
+import sys
 import zlib
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from conftest import env_without_secrets
 from PIL import Image
 
 from emo_tasks import images
@@ -359,3 +364,50 @@ def test_many_rows_resolve_their_folders_once_and_still_refuse_every_way_out(tmp
     os.symlink(outside / "clips", data / "away")  # a folder leading out: every file under it is refused
     with pytest.raises(DataError, match=r"row 1: video path 'away/far.mp4' is a symlink leading out"):
         load(["vids/a.mp4", "away/far.mp4"])
+
+
+def _hub_cache(home: Path, repo: str, files: dict[str, bytes]) -> Path:
+    """A Hugging Face cache holding one revision of dataset `repo`, laid out as `snapshot_download` leaves it: each
+    file of `snapshots/<rev>/` a relative symlink to `blobs/<hash>`. Returns the snapshot folder."""
+    base = home / "hub" / f"datasets--{repo.replace('/', '--')}"
+    rev = "0123456789abcdef0123456789abcdef01234567"
+    (base / "refs").mkdir(parents=True)
+    (base / "refs" / "main").write_text(rev)
+    (base / "blobs").mkdir()
+    for name, data in files.items():
+        blob = base / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.write_bytes(data)
+        link = base / "snapshots" / rev / name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(os.path.relpath(blob, link.parent), link)
+    return base / "snapshots" / rev
+
+
+def test_a_data_set_in_the_hub_cache_loads_through_its_links(tmp_path: Path) -> None:
+    """The Hub cache stores a snapshot's files as links into the repository's own `blobs/`: MVEI from the Hub
+    (offline, from the cache) loads its images through them; a link out of the snapshot anywhere else is still
+    refused."""
+    buf = io.BytesIO()
+    Image.new("RGB", (8, 8), (200, 10, 10)).save(buf, format="PNG")
+    row = {"image": "images/a.png", "statement": "It evokes joy.", "label": "correct", "dimension": "scene context"}
+    snapshot = _hub_cache(tmp_path / "hf", "me/mvei", {"data/mvei.jsonl": (json.dumps(row) + "\n").encode(),
+                                                       "data/images/a.png": buf.getvalue()})  # fmt: skip
+    settings = {"EMO_MVEI_HUB_ID": "me/mvei", "EMO_CACHE_DIR": str(tmp_path / "cache")}
+    code = (
+        "from emo_tasks.mvei import hooks\n"
+        f"docs = hooks.load_task('mvei/benchmark', {settings!r})\n"
+        "print(len(docs), docs[0]['image_path'])\n"
+    )
+    env = {**env_without_secrets(), "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
+    env.pop("EMO_DATA_ROOT", None)
+    env.pop("EMO_MVEI_FILE", None)
+    ok = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    assert ok.stdout.split() == ["1", str(snapshot / "data" / "images" / "a.png")]
+    # the same file linked from outside the repository's store is still a way out
+    elsewhere = tmp_path / "elsewhere.png"
+    elsewhere.write_bytes(buf.getvalue())
+    (snapshot / "data" / "images" / "a.png").unlink()
+    os.symlink(elsewhere, snapshot / "data" / "images" / "a.png")
+    refused = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert refused.returncode != 0 and "is a symlink leading out of" in refused.stderr, refused.stderr[-3000:]
