@@ -226,7 +226,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `emo-tasks` console script; returns the exit code (see the module docstring)."""
-    args = _parser().parse_args(argv)  # --help: SystemExit(0); a bad argument: SystemExit(3), one line (cliargs)
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:  # a bad argument: its line is printed (cliargs.Parser); --help exits as argparse's
+        if not exc.code:
+            raise
+        return EXIT_BAD_ARGUMENT
     if args.command == "judge":
         return cmd_judge(args)
     if args.command == "export":
