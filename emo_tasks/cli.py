@@ -22,6 +22,10 @@ data (config or data hash of the sample logs), prompts or judges (--force compar
 above --max-failure-share or a paired coverage below --min-coverage in either run, no overlap; 3 error: malformed
 input (a results file that is not lmms-eval's JSON) or a crash - a one-line message, never a traceback.
 
+A bad argument is 3 for every command and every flag (`emo_tasks.cliargs`): argparse's usage errors (2 would read as
+"not comparable"), a value out of range (nan, inf, a share outside [0, 1], --alpha outside (0, 1), --resamples 0,
+an empty --run, ...), a run folder that does not exist; one line naming the flag, the value and what is accepted.
+
 Agreement input: JSONL, one rating per line, `{"item": "<id>", "rating": <number>}`.  `item` is any string id
 (e.g. "<video_id>#step3"); both files must rate on the same scale; ratings are joined on `item`.  Two run
 folders instead (judge vs judge: the MME-Emotion judge logs of two judges of the same answers): see
@@ -38,13 +42,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import report
+from . import cliargs, report
+from .cliargs import EXIT_BAD_ARGUMENT
 
 EXIT_PASS, EXIT_REGRESSION, EXIT_NOT_COMPARABLE, EXIT_ERROR = 0, 1, 2, 3
 
+_PICK = "a part of a results file's path (e.g. a date stamp) or the file"
+_RUN_DIR = "an lmms-eval --output_path folder or a results file"
+
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="emo-tasks", description="Reports and regression checks for emo-tasks runs.")
+    p = cliargs.Parser(
+        prog="emo-tasks",
+        description="Reports and regression checks for emo-tasks runs.",
+        epilog="Every command exits 3 on a bad argument (a usage error, a value out of range, a missing run "
+        "folder), with one line naming the flag, the value and what is accepted (docs/cli.md#exit-codes).",
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     j = sub.add_parser(
@@ -57,27 +70,30 @@ def _parser() -> argparse.ArgumentParser:
         "RUN_DIR/judged/<judge models>-<setup hash>/ (one folder per judge setup) in the layout `emo-tasks report` "
         "reads. Every saved row must be there exactly once, with its target and prompt (--partial accepts missing "
         "rows). Exit codes: 0 done; 2 refused (several runs in the folder and no --run, answers that do not "
-        "belong to the run's rows, duplicated or missing rows); 3 error (no run, bad setting, unusable --out, a "
-        "crash); 4 judged and written, but more than --max-failure-share of the judgements failed (run it again: "
-        "only the failures are resent).",
+        "belong to the run's rows, duplicated or missing rows); 3 error (a bad argument, no run, bad setting, "
+        "unusable --out, a crash); 4 judged and written, but more than --max-failure-share of the judgements "
+        "failed (run it again: only the failures are resent).",
     )
     j.add_argument("run", metavar="RUN_DIR", help="the lmms-eval --output_path folder")
-    j.add_argument("--tasks", help="comma-separated tasks or groups of the run (default: all of ours)")
-    j.add_argument("--out", help="where to write (default RUN_DIR/judged/<judge models>-<setup hash>)")
-    j.add_argument("--run", dest="pick", metavar="NAME_OR_PATH",
+    j.add_argument("--tasks", type=cliargs.names("a comma-separated list of tasks or groups"),
+                   help="comma-separated tasks or groups of the run (default: all of ours)")  # fmt: skip
+    j.add_argument("--out", type=cliargs.out_folder("a folder to write the judged results into"),
+                   help="where to write (default RUN_DIR/judged/<judge models>-<setup hash>)")  # fmt: skip
+    j.add_argument("--run", dest="pick", metavar="NAME_OR_PATH", type=cliargs.text(_PICK),
                    help="the lmms-eval results file to judge when RUN_DIR holds several (a path, or a part of its "
                    "path below RUN_DIR such as a date stamp)")  # fmt: skip
     j.add_argument("--partial", action="store_true",
                    help="judge the saved rows even when some of the rows the run answered are missing (the results "
                    "record which); duplicates are still refused")  # fmt: skip
-    j.add_argument("--max-failure-share", type=float, default=None, metavar="SHARE",
+    j.add_argument("--max-failure-share", type=cliargs.share, default=None, metavar="SHARE",
                    help="exit 4 when more than this share of judgements failed (default 0.1, as compare)")  # fmt: skip
-    j.add_argument("--judge-model", help="multimodal judge model (default EMO_JUDGE_MODEL or the paper's)")
-    j.add_argument("--step-model", help="step agent model (default EMO_STEP_MODEL or the paper's)")
-    j.add_argument("--audio-model", help="audio agent model for live clues (default EMO_AUDIO_MODEL)")
+    model = cliargs.text("a model name")
+    j.add_argument("--judge-model", type=model, help="multimodal judge model (default EMO_JUDGE_MODEL or the paper's)")
+    j.add_argument("--step-model", type=model, help="step agent model (default EMO_STEP_MODEL or the paper's)")
+    j.add_argument("--audio-model", type=model, help="audio agent model for live clues (default EMO_AUDIO_MODEL)")
     j.add_argument("--multiemo-judge", action="store_true", help="also run MultiEmo's LLM-as-a-judge stage")
     j.add_argument("--dry-run", action="store_true", help="send nothing: requests, cached, tokens and cost")
-    j.add_argument("--price", action="append", default=[], metavar="MODEL=IN/OUT",
+    j.add_argument("--price", action="append", default=[], metavar="MODEL=IN/OUT", type=cliargs.price,
                    help="USD per 1M input/output tokens for the cost estimate (repeatable)")  # fmt: skip
 
     from .export import add_parser as add_export_parser
@@ -89,15 +105,19 @@ def _parser() -> argparse.ArgumentParser:
     add_view_parser(sub)
 
     r = sub.add_parser("report", help="paper-style tables (with bootstrap CIs) for one or more runs")
-    r.add_argument("runs", nargs="+", metavar="RUN_DIR", help="lmms-eval --output_path folders (or results files)")
-    r.add_argument("--run", dest="pick", metavar="NAME_OR_PATH",
+    r.add_argument("runs", nargs="+", metavar="RUN_DIR", type=cliargs.existing(_RUN_DIR),
+                   help="lmms-eval --output_path folders (or results files)")  # fmt: skip
+    r.add_argument("--run", dest="pick", metavar="NAME_OR_PATH", type=cliargs.text(_PICK),
                    help="the results file to use in each RUN_DIR that holds several (a part of its path below "
                    "RUN_DIR: a date stamp or judged/<judge>)")  # fmt: skip
     r.add_argument("--format", choices=("md", "csv", "json"), default="md")
-    r.add_argument("--out", help="write here instead of stdout")
-    r.add_argument("--plot", help="also write a PNG with one panel per benchmark (with --trend: per headline metric)")
-    r.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000)")
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--out", type=cliargs.out_file("a file to write the report to"),
+                   help="write here instead of stdout")  # fmt: skip
+    r.add_argument("--plot", type=cliargs.out_file("a .png file to draw", plot=True),
+                   help="also write a PNG with one panel per benchmark (with --trend: per headline "
+                   "metric)")  # fmt: skip
+    r.add_argument("--resamples", type=cliargs.resamples, default=1000, help="bootstrap resamples (default 1000)")
+    r.add_argument("--seed", type=cliargs.seed, default=0)
     r.add_argument("--trend", nargs="?", const="auto", choices=("auto", "checkpoint", "date", "given"),
                    help="order the runs (say one per training checkpoint) and add a Trend section: each headline "
                    "metric per run with its 95%% CI and its change since the first run (JSON: a `trend` list; "
@@ -108,11 +128,13 @@ def _parser() -> argparse.ArgumentParser:
                    "or date: exit 2. Put it after the RUN_DIRs or give ORDER (emo_tasks/trend.py)")  # fmt: skip
 
     c = sub.add_parser("compare", help="paired regression test of NEW_RUN against BASE_RUN")
-    c.add_argument("base", metavar="BASE_RUN")
-    c.add_argument("new", metavar="NEW_RUN")
-    c.add_argument("--metric", action="append", default=[], help="metric or TASK:METRIC (repeatable)")
-    c.add_argument("--max-drop", type=float, default=0.0, help="tolerated drop in the metric's units (default 0)")
-    c.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    c.add_argument("base", metavar="BASE_RUN", type=cliargs.existing(_RUN_DIR))
+    c.add_argument("new", metavar="NEW_RUN", type=cliargs.existing(_RUN_DIR))
+    c.add_argument("--metric", action="append", default=[], type=cliargs.text("a metric or TASK:METRIC"),
+                   help="metric or TASK:METRIC (repeatable)")  # fmt: skip
+    c.add_argument("--max-drop", type=cliargs.drop, default=0.0,
+                   help="tolerated drop in the metric's units (default 0)")  # fmt: skip
+    c.add_argument("--alpha", type=cliargs.alpha, default=0.05, help="significance level (default 0.05)")
     c.add_argument(
         "--force",
         action="store_true",
@@ -121,24 +143,25 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--base-run",
         metavar="NAME_OR_PATH",
+        type=cliargs.text(_PICK),
         help="the results file to use in BASE_RUN when it holds several (a path, or a part of its path "
         "below BASE_RUN, e.g. a date stamp or judged/<judge>)",
     )
-    c.add_argument("--new-run", metavar="NAME_OR_PATH", help="the same for NEW_RUN")
+    c.add_argument("--new-run", metavar="NAME_OR_PATH", type=cliargs.text(_PICK), help="the same for NEW_RUN")
     c.add_argument(
         "--max-failure-share",
-        type=float,
+        type=cliargs.share,
         default=0.1,
         metavar="SHARE",
         help="not comparable (exit 2) when either run's judge-failure share n_judge_failed / (n_scored + "
         "n_judge_failed) is above this (default 0.1)",
     )
-    c.add_argument("--min-coverage", type=float, default=0.9, metavar="SHARE",
+    c.add_argument("--min-coverage", type=cliargs.share, default=0.9, metavar="SHARE",
                    help="not comparable (exit 2) when a metric's paired samples are fewer than this share of either "
                    "run's samples of the task (default 0.9)")  # fmt: skip
-    c.add_argument("--resamples", type=int, default=1000)
-    c.add_argument("--seed", type=int, default=0)
-    c.add_argument("--view", metavar="DIR",
+    c.add_argument("--resamples", type=cliargs.resamples, default=1000)
+    c.add_argument("--seed", type=cliargs.seed, default=0)
+    c.add_argument("--view", metavar="DIR", type=cliargs.out_folder("a folder for the site (new or empty)"),
                    help="also write `emo-tasks view`'s site over the two runs into DIR (new or empty), with the page "
                    "of the samples that flipped (#compare/r1/r2)")  # fmt: skip
 
@@ -153,24 +176,33 @@ def _parser() -> argparse.ArgumentParser:
         "the share of the full run and, with --cost, the judge calls and cost of the full run and of the subset "
         "(the judge stage's dry run over BASE_RUN's answers, nothing counted as cached). See docs/ci.md. Exit "
         "codes: 0 written; 2 no plan can be made from these runs (a subset or --limit base run, no per-sample "
-        "values, a task without a drop to detect); 3 error.",
+        "values, a task without a drop to detect); 3 a bad argument (a missing BASE_RUN, a --detect, --power or "
+        "--alpha out of range, ...) or an error.",
     )
-    g.add_argument("base", metavar="BASE_RUN", help="the accepted full run (judged), as compare's BASE_RUN")
-    g.add_argument("--detect", action="append", default=[], metavar="D|METRIC=D", required=True,
+    g.add_argument("base", metavar="BASE_RUN", type=cliargs.existing(_RUN_DIR),
+                   help="the accepted full run (judged), as compare's BASE_RUN")  # fmt: skip
+    g.add_argument("--detect", action="append", default=[], metavar="D|METRIC=D", required=True, type=cliargs.detect,
                    help="the drop to catch, in the metric's units (MME/MVEI points; repeat METRIC=D per metric, e.g. "
                    "--detect 2 --detect srcc=0.02)")  # fmt: skip
-    g.add_argument("--power", type=float, default=0.8, help="probability of catching that drop (default 0.8)")
-    g.add_argument("--alpha", type=float, default=0.05, help="compare's significance level (default 0.05)")
-    g.add_argument("--second", metavar="RUN", help="a second run of the same model: its paired spread replaces the "
-                   "conservative independence assumption")  # fmt: skip
-    g.add_argument("--tasks", help="comma-separated headline tasks of BASE_RUN (default: all)")
-    g.add_argument("--seed", type=int, default=0, help="the draw's seed (default 0)")
-    g.add_argument("--name", help="the subset's name (default from the drop and power)")
-    g.add_argument("--run", dest="pick", metavar="NAME_OR_PATH", help="which results of BASE_RUN (as report's --run)")
+    g.add_argument("--power", type=cliargs.power, default=0.8,
+                   help="probability of catching that drop, in [0.5, 1) (default 0.8)")  # fmt: skip
+    g.add_argument("--alpha", type=cliargs.alpha, default=0.05,
+                   help="compare's significance level, in (0, 1) (default 0.05)")  # fmt: skip
+    g.add_argument("--second", metavar="RUN", type=cliargs.existing(_RUN_DIR),
+                   help="a second run of the same model: its paired spread replaces the conservative independence "
+                   "assumption")  # fmt: skip
+    g.add_argument("--tasks", type=cliargs.names("a comma-separated list of headline tasks"),
+                   help="comma-separated headline tasks of BASE_RUN (default: all)")  # fmt: skip
+    g.add_argument("--seed", type=cliargs.integer(), default=0, help="the draw's seed (default 0)")
+    g.add_argument("--name", type=cliargs.text("a name for the subset"),
+                   help="the subset's name (default from the drop and power)")  # fmt: skip
+    g.add_argument("--run", dest="pick", metavar="NAME_OR_PATH", type=cliargs.text(_PICK),
+                   help="which results of BASE_RUN (as report's --run)")  # fmt: skip
     g.add_argument("--cost", action="store_true", help="also dry-run the judge over the full run and the subset")
-    g.add_argument("--price", action="append", default=[], metavar="MODEL=IN/OUT",
+    g.add_argument("--price", action="append", default=[], metavar="MODEL=IN/OUT", type=cliargs.price,
                    help="USD per 1M input/output tokens, for --cost (repeatable)")  # fmt: skip
-    g.add_argument("--out", required=True, metavar="SUBSET.json", help="where to write the subset file")
+    g.add_argument("--out", required=True, metavar="SUBSET.json", help="where to write the subset file",
+                   type=cliargs.out_file("a file to write the subset to", parents=True))  # fmt: skip
 
     a = sub.add_parser(
         "agreement",
@@ -179,20 +211,27 @@ def _parser() -> argparse.ArgumentParser:
         "run folders (e.g. RUN/judged/<A> RUN/judged/<B>): judge-vs-judge calibration on the MME-Emotion judge "
         "logs, per task and overall: per-step and last-step agreement and Rec-S/Rea-S/CoT-S of both judges with "
         "the paired bootstrap CI of B - A (emo_tasks/agreement.py). Run form exit codes: 0 ok, 2 no sample "
-        "scored in both runs, 3 unreadable input.",
+        "scored in both runs, 3 unreadable input; a bad argument (a missing file or folder, a bad value) is 3 in "
+        "both forms.",
     )
     a.add_argument("judge", metavar="JUDGE_FILE|RUN_A", help="judge ratings (JSONL) or judged run A (folder)")
     a.add_argument("human", metavar="HUMAN_FILE|RUN_B", help="human ratings (JSONL) or judged run B (folder)")
     a.add_argument("--icc-form", default="ICC(2,1)", choices=("ICC(1,1)", "ICC(2,1)", "ICC(3,1)"))
     a.add_argument("--format", choices=("text", "json"), default="text")
-    a.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples, run form (default 1000)")
-    a.add_argument("--seed", type=int, default=0, help="bootstrap seed, run form (default 0)")
+    a.add_argument("--resamples", type=cliargs.resamples, default=1000,
+                   help="bootstrap resamples, run form (default 1000)")  # fmt: skip
+    a.add_argument("--seed", type=cliargs.seed, default=0, help="bootstrap seed, run form (default 0)")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `emo-tasks` console script; returns the exit code (see the module docstring)."""
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:  # a bad argument: its line is printed (cliargs.Parser); --help exits as argparse's
+        if not exc.code:
+            raise
+        return EXIT_BAD_ARGUMENT
     if args.command == "judge":
         return cmd_judge(args)
     if args.command == "export":
@@ -307,10 +346,12 @@ def cmd_plan_gate(args: argparse.Namespace) -> int:
     from .settings import environ
     from .stage_plan import StageError
 
-    try:
+    try:  # the parser checked --detect, --power and --alpha (cliargs); a bad one is a bad argument, 3, not 2
         detect = gate_plan.parse_detect(args.detect)
-        if not 0.5 <= args.power < 1 or not 0 < args.alpha < 1:
-            raise gate_plan.PlanError(f"--power {args.power:g} must be in [0.5, 1), --alpha {args.alpha:g} in (0, 1)")
+    except gate_plan.PlanError as exc:
+        print(f"emo-tasks plan-gate: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_ARGUMENT
+    try:
         tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
         plan = gate_plan.plan_gate(args.base, detect, power=args.power, alpha=args.alpha, second_dir=args.second,
                                    tasks=tasks, seed=args.seed, name=args.name, pick=args.pick)  # fmt: skip
@@ -525,6 +566,8 @@ def _print_failures(failures: dict[str, tuple[int, int] | None], out: Any = None
 def _read_ratings(path: str) -> dict[str, float]:
     """item -> rating; a malformed line or a repeated item is an error naming the line."""
     out: dict[str, float] = {}
+    if not Path(path).exists():  # a bad argument (exit 3), as a missing run folder is in the run form
+        raise report.InputError(f"{path}: no such file")
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except OSError as exc:

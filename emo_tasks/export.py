@@ -42,7 +42,6 @@ export wrote, relative POSIX paths, provenance.json included, the list `summary.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -53,8 +52,9 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from types import ModuleType
-from typing import Any, NoReturn
+from typing import Any
 
+from emo_tasks import cliargs
 from emo_tasks.benchmarks import export_formats, load_object
 from emo_tasks.redact import Redactor
 
@@ -540,18 +540,9 @@ def _run_dir_help() -> str:
     return "lmms-eval --output_path folder" + (f" ({needs})" if needs else "")
 
 
-class ExportParser(argparse.ArgumentParser):
-    """The `export` subcommand's parser: a usage error is a bad argument, exit 3 as documented (argparse's own
-    code, 2, means "refused" here), and unknown arguments are its usage errors too."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_ERROR, f"{self.prog}: error: {_one_line(message)} (see --help)\n")
-
-    def parse_known_args(self, args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
-        parsed, extras = super().parse_known_args(args, namespace)
-        if extras:
-            self.error(f"unrecognized arguments: {' '.join(extras)}")
-        return parsed, extras
+#: The `export` subcommand's parser class: every command's (`emo_tasks.cliargs.Parser`), a usage error is a bad
+#: argument, exit 3 as documented (argparse's own code, 2, means "refused" here).
+ExportParser = cliargs.Parser
 
 
 def add_parser(sub: Any) -> Any:
@@ -578,6 +569,7 @@ def add_parser(sub: Any) -> Any:
         dest="pick",
         metavar="NAME_OR_PATH",
         default=None,
+        type=cliargs.text("a part of a results file's path (e.g. a date stamp) or the file"),
         help="the results file to export when RUN_DIR holds several (a path, or a part of its path below RUN_DIR, "
         "e.g. a date stamp or judged/<judge>)",
     )

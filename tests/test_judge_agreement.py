@@ -274,7 +274,7 @@ def test_unreadable_input_exits_3(runs: tuple[Path, Path], tmp_path: Path, capsy
     assert cli.main(["agreement", str(a), str(ratings)]) == 3
     assert "not a run folder" in capsys.readouterr().err
     assert cli.main(["agreement", str(a), str(b), "--resamples", "0"]) == 3
-    assert "--resamples must be at least 1" in capsys.readouterr().err
+    assert "argument --resamples: '0': expected an integer >= 1" in capsys.readouterr().err
 
 
 def test_jsonl_form_still_works(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -214,7 +214,8 @@ def test_report_says_what_is_missing(runs: dict[str, Path], tmp_path: Path) -> N
     run = json.loads(js.stdout)["runs"][0]
     assert run["metrics"]["mvei_sample"]["acc_sentiment_polarity"]["ci_low"] is None
     assert any("--log_samples" in n for n in run["notes"])
-    assert emo("report", str(tmp_path / "nothing"), cache=cache).returncode == 2
+    missing = emo("report", str(tmp_path / "nothing"), cache=cache)  # a bad argument (docs/cli.md#exit-codes)
+    assert missing.returncode == 3 and "nothing" in missing.stderr, missing.stderr
 
 
 # ---------------------------------------------------------------------------------------------- agreement

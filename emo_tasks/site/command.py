@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from emo_tasks import report
+from emo_tasks import cliargs, report
 from emo_tasks.benchmarks import sample_views
 from emo_tasks.export import ExportError, ExportParser, ExportRefused, check_out, read_run
 from emo_tasks.memo import remembering
@@ -54,6 +54,7 @@ def add_parser(sub: Any) -> Any:
     v.add_argument("runs", nargs="+", metavar="RUN", help="lmms-eval --output_path folders (or results files)")
     v.add_argument("--out", required=True, metavar="DIR", help="folder to write the site into (new or empty)")
     v.add_argument("--run", dest="pick", metavar="NAME_OR_PATH", default=None,
+                   type=cliargs.text("a part of a results file's path (e.g. a date stamp) or the file"),
                    help="the results file to use in each RUN that holds several (a part of its path below RUN: "
                    "a date stamp or judged/<judge>)")  # fmt: skip
     v.add_argument("--force", action="store_true",

@@ -1,0 +1,228 @@
+"""The command line's argument checks: a bad argument is exit 3 for every command and every flag, in one line.
+
+Why: argparse exits 2 on its own usage errors, and 2 means "refused / not comparable" in our exit-code table
+(docs/cli.md#exit-codes), so a CI job with a typo in a flag would read as "these runs cannot be compared".  And a
+value that parses but means nothing (`--alpha nan`, `--max-drop inf`, `--resamples 0`, `--min-coverage 2`) must
+not reach the statistics: nan compares false with everything, so a gate given `--max-drop nan` would pass every
+run.  So every command's parser is a `Parser` (a usage error: exit 3, `emo-tasks <command>: error: argument --flag:
+...` on one line), and every value-taking flag has a typed check below that names the value and what is accepted.
+The checks run while the arguments are parsed, before any run is read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+#: The exit code of a bad argument, for every command (docs/cli.md#exit-codes).
+EXIT_BAD_ARGUMENT = 3
+
+_NAME_MAX = 255  # bytes in one path component on the file systems we meet
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, except that a usage error is a bad argument: exit 3 (argparse's own code, 2, means "refused"
+    here), one line naming the command, and unknown arguments are the subcommand's usage error (named by it)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_ARGUMENT, f"{self.prog}: error: {_one_line(message)} (see --help)\n")
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
+def _bad(text: str, accepted: str) -> argparse.ArgumentTypeError:
+    """argparse prefixes `argument --flag: `, so the line says the flag, the value and what is accepted."""
+    return argparse.ArgumentTypeError(f"{text!r}: expected {accepted}")
+
+
+def _bound(x: float, low: float | None, high: float | None, low_open: bool, high_open: bool) -> bool:
+    if low is not None and (x <= low if low_open else x < low):
+        return False
+    return high is None or (x < high if high_open else x <= high)
+
+
+def _range(low: float | None, high: float | None, low_open: bool, high_open: bool) -> str:
+    if low is not None and high is not None:
+        return f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+    if low is not None:
+        return f"{'>' if low_open else '>='} {low:g}"
+    if high is not None:
+        return f"{'<' if high_open else '<='} {high:g}"
+    return ""
+
+
+def number(
+    low: float | None = None, high: float | None = None, *, low_open: bool = False, high_open: bool = False
+) -> Callable[[str], float]:
+    """A finite float within the bounds (nan and inf never: they compare false, or true, with everything)."""
+    accepted = " ".join(("a finite number", _range(low, high, low_open, high_open))).strip()
+
+    def parse(text: str) -> float:
+        try:
+            x = float(text)
+        except ValueError:
+            raise _bad(text, accepted) from None
+        if not (math.isfinite(x) and _bound(x, low, high, low_open, high_open)):
+            raise _bad(text, accepted)
+        return x
+
+    parse.__name__ = "number"
+    return parse
+
+
+def integer(low: int | None = None) -> Callable[[str], int]:
+    """An integer (not 1.5, not 1e3), at least `low`."""
+    accepted = "an integer" + (f" >= {low}" if low is not None else "")
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise _bad(text, accepted) from None
+        if low is not None and n < low:
+            raise _bad(text, accepted)
+        return n
+
+    parse.__name__ = "integer"
+    return parse
+
+
+#: A share of samples or judgements (--max-failure-share, --min-coverage).
+share = number(0, 1)
+#: A significance level (compare's and plan-gate's --alpha): 0 flags nothing, 1 everything (emo_tasks.gate).
+alpha = number(0, 1, low_open=True, high_open=True)
+#: plan-gate's --power: what `emo_tasks.gate.required_rows` plans for (below 0.5 a plan is no gate).
+power = number(0.5, 1, high_open=True)
+#: A drop tolerated in the metric's units (compare's --max-drop); a negative one would call a gain a regression.
+drop = number(0)
+#: Bootstrap resamples.
+resamples = integer(1)
+#: A numpy bootstrap seed (numpy takes no negative seed).
+seed = integer(0)
+
+
+def text(what: str) -> Callable[[str], str]:
+    """A value that must say something: an empty `--run ''` or `--judge-model ''` would silently mean "not given"."""
+
+    def parse(value: str) -> str:
+        if not value.strip():
+            raise _bad(value, what)
+        return value
+
+    parse.__name__ = "text"
+    return parse
+
+
+def names(what: str) -> Callable[[str], str]:
+    """A comma-separated list naming at least one thing (`--tasks ,` would mean every task)."""
+
+    def parse(value: str) -> str:
+        if not any(part.strip() for part in value.split(",")):
+            raise _bad(value, what)
+        return value
+
+    parse.__name__ = "names"
+    return parse
+
+
+def existing(what: str) -> Callable[[str], str]:
+    """A path that exists (a run folder or a results file read as one); '' would mean the current folder."""
+
+    def parse(value: str) -> str:
+        if not value or not Path(value).exists():
+            raise argparse.ArgumentTypeError(f"{value!r}: no such file or folder; expected {what}")
+        return value
+
+    parse.__name__ = "existing"
+    return parse
+
+
+def _usable(path: Path, value: str, folder: bool, parents: bool) -> str | None:
+    """Why `path` cannot be written as a folder (or a file), or None: the cheap checks, made before any input is
+    read, so a long run of a command is not lost on its last step."""
+    if not value:
+        return "an empty path"
+    for part in path.parts:
+        if len(os.fsencode(part)) > _NAME_MAX:
+            return f"the name {part[:32]}... is longer than {_NAME_MAX} bytes"
+    if path.exists() and path.is_dir() != folder:
+        return "an existing folder; name a file" if path.is_dir() else "an existing file; name a folder"
+    if not parents and not path.parent.is_dir():
+        return f"{path.parent} is not an existing folder"
+    ancestor = path.parent
+    while not ancestor.exists():
+        if ancestor.is_symlink():
+            return f"{ancestor} is a broken symbolic link"
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        return f"{ancestor} is a file, not a folder"
+    return None
+
+
+def out_folder(what: str) -> Callable[[str], str]:
+    """A folder to write into (made when missing): not an existing file, not below a file."""
+
+    def parse(value: str) -> str:
+        why = _usable(Path(value), value, folder=True, parents=True)
+        if why:
+            raise argparse.ArgumentTypeError(f"{value!r}: {why} (expected {what})")
+        return value
+
+    parse.__name__ = "out_folder"
+    return parse
+
+
+def out_file(what: str, parents: bool = False, plot: bool = False) -> Callable[[str], str]:
+    """A file to write: not an existing folder, in an existing folder (or, `parents`, one that can be made);
+    `plot`: a format matplotlib writes (by the file's extension)."""
+
+    def parse(value: str) -> str:
+        path = Path(value)
+        why = _usable(path, value, folder=False, parents=parents)
+        if not why and plot and path.suffix:
+            from matplotlib.backend_bases import FigureCanvasBase
+
+            formats = FigureCanvasBase.get_supported_filetypes()
+            if path.suffix[1:].lower() not in formats:
+                why = f"matplotlib writes no {path.suffix} files ({', '.join('.' + f for f in sorted(formats))})"
+        if why:
+            raise argparse.ArgumentTypeError(f"{value!r}: {why} (expected {what})")
+        return value
+
+    parse.__name__ = "out_file"
+    return parse
+
+
+def detect(spec: str) -> str:
+    """plan-gate's `--detect D` / `--detect METRIC=D` (`gate_plan.parse_detect`'s rule): a finite drop > 0."""
+    from .gate_plan import PlanError, parse_detect
+
+    try:
+        parse_detect([spec])
+    except PlanError:
+        raise _bad(spec, "D or METRIC=D, a finite drop > 0 in the metric's units (e.g. 2, srcc=0.02)") from None
+    return spec
+
+
+def price(spec: str) -> str:
+    """`--price MODEL=IN/OUT` (`dryrun.parse_prices`' rule): USD per 1M tokens, finite and >= 0."""
+    from .dryrun import _PRICE_HELP, parse_prices
+    from .stage_plan import StageError
+
+    try:
+        parse_prices([spec])
+    except StageError:
+        raise argparse.ArgumentTypeError(f"{spec!r}: {_PRICE_HELP}") from None
+    return spec
