@@ -105,7 +105,13 @@ def _parser() -> argparse.ArgumentParser:
                    "model args, else in the folder name (else the folder name's only integer); date = the results "
                    "file's date; given = the command line's; auto (the default) = checkpoint when every run has a "
                    "distinct one, else date, else given. A run without a key, or two sharing one, under checkpoint "
-                   "or date: exit 2. Put it after the RUN_DIRs or give ORDER (emo_tasks/trend.py)")  # fmt: skip
+                   "or date: exit 2. Runs next to each other that `compare` would call not comparable (data, "
+                   "prompts, medium, generation settings, judges): exit 2 naming them, unless --allow-mixed. Put it "
+                   "after the RUN_DIRs or give ORDER (emo_tasks/trend.py)")  # fmt: skip
+    r.add_argument("--allow-mixed", action="store_true",
+                   help="with --trend: draw a trend across runs that are not comparable (another judge setup, data "
+                   "version, prompt, medium or generation setting) with a break and a note at each change, Δ "
+                   "restarting there, instead of exit 2")  # fmt: skip
 
     c = sub.add_parser("compare", help="paired regression test of NEW_RUN against BASE_RUN")
     c.add_argument("base", metavar="BASE_RUN")
@@ -270,17 +276,23 @@ def cmd_report(args: argparse.Namespace) -> int:
         from . import trend
 
         ordering = trend.order_runs(runs, args.trend)
+        changes, notes = trend.check_comparable(ordering, args.allow_mixed)  # compare's rule: refused, or a break
         runs = ordering.runs
         print(f"emo-tasks report: trend order: {ordering.why}", file=sys.stderr)
         for i, run in enumerate(runs):
             print(f"emo-tasks report: trend {ordering.how} {trend.key_text(ordering, i)}: {run.label}", file=sys.stderr)
-        series = trend.trend_rows(runs, args.resamples, args.seed)
+        for k, change in enumerate(changes, 1):
+            print(f"emo-tasks report: trend break {k} (--allow-mixed) before {trend.run_text(ordering, change.index)}: "
+                  f"{change.summary()}", file=sys.stderr)  # fmt: skip
+        for note in notes:
+            print(f"emo-tasks report: trend note: {note}", file=sys.stderr)
+        series = trend.trend_rows(runs, args.resamples, args.seed, [c.index for c in changes])
     for run in runs:
         print(f"emo-tasks report: {run.label}: {report.describe(run)}", file=sys.stderr)
     if args.format == "md":
         text = report.render_markdown(runs, report.build_tables(runs, args.resamples, args.seed))
         if args.trend:
-            text += "\n" + trend.render_trend_markdown(ordering, series)
+            text += "\n" + trend.render_trend_markdown(ordering, series, changes)
     elif args.format == "csv":
         text = report.render_csv(runs, args.resamples, args.seed)
         for note in report.missing_notes(runs):
@@ -288,11 +300,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     else:
         doc = report.leaderboard(runs, args.resamples, args.seed)
         if args.trend:
-            doc["trend"] = trend.trend_json(ordering, series)
+            doc["trend"] = trend.trend_json(ordering, series, changes)
         text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
     _emit(text, args.out)
     if args.plot and args.trend:
-        trend.plot_trend(ordering, series, args.plot)
+        trend.plot_trend(ordering, series, args.plot, changes)
         print(f"wrote {args.plot}", file=sys.stderr)
     elif args.plot:
         report.plot(runs, args.plot, args.resamples, args.seed)
@@ -343,7 +355,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     base = report.load_run(args.base, args.base_run)
     new = report.load_run(args.new, args.new_run)
     print(f"base: {report.describe(base)}\nnew:  {report.describe(new)}")
-    reasons = report.mismatches(base, new)
     if args.metric:
         pairs, unmatched = report.select_metrics(base, new, args.metric)
         if unmatched:
@@ -351,14 +362,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
             return EXIT_NOT_COMPARABLE
     else:
         pairs = report.default_metrics(base, new)
+    tasks = sorted({t for t, _ in pairs})
+    # the one rule `report --trend` uses too: data, prompts, medium, generation settings, judges, data hashes
+    comparable = report.comparability(base, new, tasks)
+    reasons = [d.line for d in comparable.setup]
+    if not args.metric:
         reasons.extend(report.one_sided_headlines(base, new))
     if not pairs and not reasons:
         reasons.append("data: no metric is present in both runs")
-    tasks = sorted({t for t, _ in pairs})
     # judge failures: over the picked metrics' tasks with --metric, else over every task both runs have
     shared = tasks if args.metric else sorted(t for t in set(base.results) & set(new.results) if report.benchmark_of(t))
-    differ, unchecked = report.data_identity(base, new, tasks)
-    reasons.extend(differ)
+    reasons.extend(d.line for d in comparable.data)
+    unchecked = comparable.unchecked
     failures = {side: report.failure_share(run, shared) for side, run in (("base", base), ("new", new))}
     for side, got in failures.items():
         if got and got[1] and got[0] / got[1] > args.max_failure_share:
@@ -388,6 +403,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             "--log_samples to record it)",
             file=sys.stderr,
         )
+    for note in comparable.notes:
+        print(f"note: {note}", file=sys.stderr)
     if reasons and not args.force:
         print("emo-tasks compare: the runs are not comparable (use --force to compare anyway):", file=sys.stderr)
         for reason in reasons:
