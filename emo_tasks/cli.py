@@ -467,7 +467,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def _print_power(new: report.Run, results: Sequence[report.Comparison], alpha: float) -> None:
     """What a pass means, on every verdict: the drop each test would have caught with probability 0.8 (from its
-    rows' observed paired spread), and, for a run on a planned subset, the drop and power it was planned for."""
+    rows' observed paired spread); for a run on a planned subset, what was planned and the power these rows reach
+    for each planned drop (from their observed paired spread, not the plan's estimate), said plainly when it is
+    below the power the plan asked for: a pass then does not rule out that drop with that power."""
     lines = []
     for r in results:
         mdd = r.detectable_drop(0.8, alpha)
@@ -479,19 +481,47 @@ def _print_power(new: report.Run, results: Sequence[report.Comparison], alpha: f
                          f"({r.n} paired samples and their spread)")  # fmt: skip
     if lines:
         print(f"\npower: a pass rules out, at alpha {alpha:g}:", *lines, sep="\n")
-    plans = {}
+    plans: dict[str, dict[str, Any]] = {}
     for task in sorted(new.results):
         rec = new.subset(task)
-        if rec is not None and rec.get("plan"):
-            plans.setdefault(rec.get("name"), rec["plan"])
+        if rec is not None and isinstance(rec.get("plan"), dict) and rec["plan"]:
+            plans.setdefault(str(rec.get("name")), rec["plan"])
+    short = []
     for name, plan in plans.items():
-        detect, power = plan.get("detect") or {}, plan.get("power")
+        detect = {m: d for m, d in (plan.get("detect") or {}).items() if isinstance(d, (int, float))}
+        asked, planned_alpha = plan.get("power"), plan.get("alpha")
+        asked = asked if isinstance(asked, (int, float)) else None
         expected = plan.get("expected_power") or {}
-        print(f"planned (subset {name!r}, `emo-tasks plan-gate`): a pass means no drop of "
+        print(f"planned (subset {name!r}, `emo-tasks plan-gate`): to catch a drop of "
               + ", ".join(f"{d:g} in {m}" for m, d in sorted(detect.items()))
-              + f" or more, with probability {power:g} at alpha {plan.get('alpha'):g}"
-              + (" (expected power " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(expected.items())) + ")"
+              + (f" with power {asked:g}" if asked is not None else "")
+              + (f" at alpha {planned_alpha:g}" if isinstance(planned_alpha, (int, float)) else "")
+              + (" (expected when planned, from the base run's spread: "
+                 + ", ".join(f"{k} {v:.2f}" for k, v in sorted(expected.items())) + ")"
                  if expected else ""))  # fmt: skip
+        reached = []
+        for r in results:
+            on_it = any((new.subset(t) or {}).get("name") == name for t in report.leaves(new, r.task))
+            if not on_it or r.metric not in detect:
+                continue
+            d, got = detect[r.metric], r.power_for(detect[r.metric], alpha)
+            if got is None:
+                reached.append(f"  {r.task} {r.metric}: no power to state for a drop of {d:g} (no spread in its "
+                               f"{r.n} paired samples)")  # fmt: skip
+                continue
+            line = f"  {r.task} {r.metric}: power {got:.2f} to catch a drop of {d:g}"
+            if asked is not None and got < asked:
+                line += f": BELOW the {asked:g} asked; a pass does not rule out a drop of {d:g} with that power"
+                mdd = r.detectable_drop(asked, alpha) if 0.5 <= asked < 1 else None
+                line += f" (with power {asked:g} it rules out {mdd:.3g} or more)" if mdd else ""
+                short.append(f"{r.task} {r.metric} ({got:.2f} < {asked:g})")
+            reached.append(line)
+        if reached:
+            print(f"power these rows reach for the planned drops, at alpha {alpha:g} (from their observed paired "
+                  "spread):", *reached, sep="\n")  # fmt: skip
+    if short:
+        print(f"emo-tasks compare: the subset's rows reach less power than planned for {', '.join(short)}: a pass "
+              "there is weaker evidence than the plan asked for", file=sys.stderr)  # fmt: skip
 
 
 #: How many flipped samples `compare` names when it exits 1.

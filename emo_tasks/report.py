@@ -853,6 +853,17 @@ class Comparison(PairedResult):
 
         return None if self.sd_diff is None else detectable_drop(self.n, self.sd_diff, self.step, power, alpha)
 
+    def power_for(self, drop: float, alpha: float = 0.05) -> float | None:
+        """The probability this test flags a true drop of `drop` (`emo_tasks.gate.expected_power` over these `n`
+        rows, the spread under the drop from their observed paired spread: sqrt(sd^2 + step x drop)); the inverse
+        of `detectable_drop`.  None without a spread (fewer than 2 rows, or every row one value in both runs)."""
+        from emo_tasks.gate import expected_power
+
+        if self.sd_diff is None or self.n < 1:
+            return None
+        sd = math.sqrt(self.sd_diff**2 + self.step * abs(drop))
+        return None if sd == 0 else expected_power(self.n, sd, drop, alpha)
+
 
 def failure_share(run: Run, tasks: Sequence[str]) -> tuple[int, int] | None:
     """(judge-failed, scored + judge-failed) over the leaf tasks behind `tasks`; None when no task counts them."""
