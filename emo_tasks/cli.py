@@ -7,7 +7,7 @@
                      [--run NAME_OR_PATH] [--force]
     emo-tasks view RUN_DIR... --out DIR [--run NAME_OR_PATH] [--force]
     emo-tasks report RUN_DIR... [--run NAME_OR_PATH] [--format md|csv|json] [--out FILE] [--plot FILE.png]
-                     [--resamples N] [--seed S] [--trend [auto|checkpoint|date|given]]
+                     [--resamples N] [--seed S] [--trend [auto|checkpoint|date|given]] [--allow-mixed]
     emo-tasks compare BASE_RUN NEW_RUN [--metric M ...] [--max-drop X] [--alpha 0.05] [--force]
                       [--base-run NAME_OR_PATH] [--new-run NAME_OR_PATH]
                       [--max-failure-share 0.1] [--min-coverage 0.9] [--view DIR]
@@ -18,7 +18,8 @@
 
 Exit codes of `report` and `compare` (the regression gate for CI): 0 ok / pass; 1 `compare` found a significant
 drop larger than --max-drop; 2 not comparable: no run in a folder or several and none picked, runs that differ in
-data (config or data hash of the sample logs), prompts or judges (--force compares anyway), a judge-failure share
+data (config or data hash of the sample logs), prompts (the medium too), generation settings or judges (--force
+compares anyway; `report --trend`: two runs next to each other, unless --allow-mixed), a judge-failure share
 above --max-failure-share or a paired coverage below --min-coverage in either run, no overlap; 3 error: malformed
 input (a results file that is not lmms-eval's JSON) or a crash - a one-line message, never a traceback.
 

@@ -54,10 +54,10 @@ Anything else is ambiguous: `compare` refuses it (exit 2) unless a run is picked
 the results file as the argument); `report` takes the newest and says so.  Both print the file, its date and the
 model they used.
 
-Exit codes of `emo-tasks compare` (the regression gate): 0 pass; 1 regression; 2 not comparable (data, prompts or
-judges differ, a data hash differs, too many judge failures or too little paired coverage, a headline metric null
-in one run only, no or several runs in a folder); 3 error (malformed input, a crash) - always with a one-line
-message, never a traceback.
+Exit codes of `emo-tasks compare` (the regression gate): 0 pass; 1 regression; 2 not comparable (data, prompts, the
+medium, generation settings or judges differ (`comparability`, the rule `report --trend` uses too), a data hash
+differs, too many judge failures or too little paired coverage, a headline metric null in one run only, no or
+several runs in a folder); 3 error (malformed input, a crash) - always with a one-line message, never a traceback.
 """
 
 from __future__ import annotations
