@@ -489,10 +489,12 @@ def _print_power(new: report.Run, results: Sequence[report.Comparison], alpha: f
             plans.setdefault(str(rec.get("name")), rec["plan"])
     short = []
     for name, plan in plans.items():
-        detect = {m: d for m, d in (plan.get("detect") or {}).items() if isinstance(d, (int, float))}
+        given = plan.get("detect") if isinstance(plan.get("detect"), dict) else {}
+        detect = {m: d for m, d in given.items() if isinstance(d, (int, float))}
         asked, planned_alpha = plan.get("power"), plan.get("alpha")
         asked = asked if isinstance(asked, (int, float)) else None
-        expected = plan.get("expected_power") or {}
+        expected = plan.get("expected_power") if isinstance(plan.get("expected_power"), dict) else {}
+        expected = {k: v for k, v in expected.items() if isinstance(v, (int, float))}
         print(f"planned (subset {name!r}, `emo-tasks plan-gate`): to catch a drop of "
               + ", ".join(f"{d:g} in {m}" for m, d in sorted(detect.items()))
               + (f" with power {asked:g}" if asked is not None else "")

@@ -1186,10 +1186,9 @@ def generation_differences(
     num_beams and repetition_penalty change what is sampled; until stops an answer), so a setting both runs record
     with different values, or that one run sets and the other, complete, leaves to the model, is a difference."""
     diffs: dict[tuple[str, str, str], list[str]] = {}
-    values: dict[tuple[str, str, str], tuple[Any, Any]] = {}
     unknown: dict[tuple[str, str], dict[str, list[str]]] = {}  # (side, its record) -> {unrecorded key: tasks}
     leaf_tasks = sorted({t for task in tasks for t in leaves(base, task) + leaves(new, task)
-                         if t in base.configs or t in new.configs})  # fmt: skip
+                         if t in base.results and t in new.results})  # fmt: skip
     for leaf in leaf_tasks:
         b, n = generation_settings(base, leaf), generation_settings(new, leaf)
         if b is None and n is None:
@@ -1206,14 +1205,11 @@ def generation_differences(
                 side, other = (names[1], n[2]) if key in b[0] else (names[0], b[2])
                 unknown.setdefault((side, other), {}).setdefault(key, []).append(leaf)
                 continue
-            bv = b[0].get(key, "not set (the model's default)")
-            nv = n[0].get(key, "not set (the model's default)")
-            k = (key, _stable(bv), _stable(nv))
+            shown = [repr(r[0][key]) if key in r[0] else "not set (the model's default)" for r in (b, n)]
+            k = (key, shown[0], shown[1])
             diffs.setdefault(k, []).append(leaf)
-            values[k] = (bv, nv)
     for k, leaves_ in diffs.items():
-        bv, nv = values[k]
-        what = f"{k[0]} {bv!r} vs {nv!r}"
+        what = f"{k[0]} {k[1]} vs {k[2]}"
         out.append(Difference(
             "generation",
             f"generation: {what} in {_tasks_text(leaves_)}: answers can be cut or sampled otherwise, so the numbers "
