@@ -7,7 +7,7 @@
                      [--run NAME_OR_PATH] [--force]
     emo-tasks view RUN_DIR... --out DIR [--run NAME_OR_PATH] [--force]
     emo-tasks report RUN_DIR... [--run NAME_OR_PATH] [--format md|csv|json] [--out FILE] [--plot FILE.png]
-                     [--resamples N] [--seed S] [--trend [auto|checkpoint|date|given]]
+                     [--resamples N] [--seed S] [--trend [auto|checkpoint|date|given]] [--allow-mixed]
     emo-tasks compare BASE_RUN NEW_RUN [--metric M ...] [--max-drop X] [--alpha 0.05] [--force]
                       [--base-run NAME_OR_PATH] [--new-run NAME_OR_PATH]
                       [--max-failure-share 0.1] [--min-coverage 0.9] [--view DIR]
@@ -18,7 +18,8 @@
 
 Exit codes of `report` and `compare` (the regression gate for CI): 0 ok / pass; 1 `compare` found a significant
 drop larger than --max-drop; 2 not comparable: no run in a folder or several and none picked, runs that differ in
-data (config or data hash of the sample logs), prompts or judges (--force compares anyway), a judge-failure share
+data (config or data hash of the sample logs), prompts (the medium too), generation settings or judges (--force
+compares anyway; `report --trend`: two runs next to each other, unless --allow-mixed), a judge-failure share
 above --max-failure-share or a paired coverage below --min-coverage in either run, no overlap; 3 error: malformed
 input (a results file that is not lmms-eval's JSON) or a crash - a one-line message, never a traceback.
 
@@ -125,7 +126,13 @@ def _parser() -> argparse.ArgumentParser:
                    "model args, else in the folder name (else the folder name's only integer); date = the results "
                    "file's date; given = the command line's; auto (the default) = checkpoint when every run has a "
                    "distinct one, else date, else given. A run without a key, or two sharing one, under checkpoint "
-                   "or date: exit 2. Put it after the RUN_DIRs or give ORDER (emo_tasks/trend.py)")  # fmt: skip
+                   "or date: exit 2. Runs next to each other that `compare` would call not comparable (data, "
+                   "prompts, medium, generation settings, judges): exit 2 naming them, unless --allow-mixed. Put it "
+                   "after the RUN_DIRs or give ORDER (emo_tasks/trend.py)")  # fmt: skip
+    r.add_argument("--allow-mixed", action="store_true",
+                   help="with --trend: draw a trend across runs that are not comparable (another judge setup, data "
+                   "version, prompt, medium or generation setting) with a break and a note at each change, Δ "
+                   "restarting there, instead of exit 2")  # fmt: skip
 
     c = sub.add_parser("compare", help="paired regression test of NEW_RUN against BASE_RUN")
     c.add_argument("base", metavar="BASE_RUN", type=cliargs.existing(_RUN_DIR))
@@ -309,17 +316,23 @@ def cmd_report(args: argparse.Namespace) -> int:
         from . import trend
 
         ordering = trend.order_runs(runs, args.trend)
+        changes, notes = trend.check_comparable(ordering, args.allow_mixed)  # compare's rule: refused, or a break
         runs = ordering.runs
         print(f"emo-tasks report: trend order: {ordering.why}", file=sys.stderr)
         for i, run in enumerate(runs):
             print(f"emo-tasks report: trend {ordering.how} {trend.key_text(ordering, i)}: {run.label}", file=sys.stderr)
-        series = trend.trend_rows(runs, args.resamples, args.seed)
+        for k, change in enumerate(changes, 1):
+            print(f"emo-tasks report: trend break {k} (--allow-mixed) before {trend.run_text(ordering, change.index)}: "
+                  f"{change.summary()}", file=sys.stderr)  # fmt: skip
+        for note in notes:
+            print(f"emo-tasks report: trend note: {note}", file=sys.stderr)
+        series = trend.trend_rows(runs, args.resamples, args.seed, [c.index for c in changes])
     for run in runs:
         print(f"emo-tasks report: {run.label}: {report.describe(run)}", file=sys.stderr)
     if args.format == "md":
         text = report.render_markdown(runs, report.build_tables(runs, args.resamples, args.seed))
         if args.trend:
-            text += "\n" + trend.render_trend_markdown(ordering, series)
+            text += "\n" + trend.render_trend_markdown(ordering, series, changes)
     elif args.format == "csv":
         text = report.render_csv(runs, args.resamples, args.seed)
         for note in report.missing_notes(runs):
@@ -327,11 +340,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     else:
         doc = report.leaderboard(runs, args.resamples, args.seed)
         if args.trend:
-            doc["trend"] = trend.trend_json(ordering, series)
+            doc["trend"] = trend.trend_json(ordering, series, changes)
         text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
     _emit(text, args.out)
     if args.plot and args.trend:
-        trend.plot_trend(ordering, series, args.plot)
+        trend.plot_trend(ordering, series, args.plot, changes)
         print(f"wrote {args.plot}", file=sys.stderr)
     elif args.plot:
         report.plot(runs, args.plot, args.resamples, args.seed)
@@ -384,7 +397,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     base = report.load_run(args.base, args.base_run)
     new = report.load_run(args.new, args.new_run)
     print(f"base: {report.describe(base)}\nnew:  {report.describe(new)}")
-    reasons = report.mismatches(base, new)
     if args.metric:
         pairs, unmatched = report.select_metrics(base, new, args.metric)
         if unmatched:
@@ -392,14 +404,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
             return EXIT_NOT_COMPARABLE
     else:
         pairs = report.default_metrics(base, new)
+    tasks = sorted({t for t, _ in pairs})
+    # the one rule `report --trend` uses too: data, prompts, medium, generation settings, judges, data hashes
+    comparable = report.comparability(base, new, tasks)
+    reasons = [d.line for d in comparable.setup]
+    if not args.metric:
         reasons.extend(report.one_sided_headlines(base, new))
     if not pairs and not reasons:
         reasons.append("data: no metric is present in both runs")
-    tasks = sorted({t for t, _ in pairs})
     # judge failures: over the picked metrics' tasks with --metric, else over every task both runs have
     shared = tasks if args.metric else sorted(t for t in set(base.results) & set(new.results) if report.benchmark_of(t))
-    differ, unchecked = report.data_identity(base, new, tasks)
-    reasons.extend(differ)
+    reasons.extend(d.line for d in comparable.data)
+    unchecked = comparable.unchecked
     failures = {side: report.failure_share(run, shared) for side, run in (("base", base), ("new", new))}
     for side, got in failures.items():
         if got and got[1] and got[0] / got[1] > args.max_failure_share:
@@ -429,6 +445,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             "--log_samples to record it)",
             file=sys.stderr,
         )
+    for note in comparable.notes:
+        print(f"note: {note}", file=sys.stderr)
     if reasons and not args.force:
         print("emo-tasks compare: the runs are not comparable (use --force to compare anyway):", file=sys.stderr)
         for reason in reasons:
@@ -491,7 +509,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def _print_power(new: report.Run, results: Sequence[report.Comparison], alpha: float) -> None:
     """What a pass means, on every verdict: the drop each test would have caught with probability 0.8 (from its
-    rows' observed paired spread), and, for a run on a planned subset, the drop and power it was planned for."""
+    rows' observed paired spread); for a run on a planned subset, what was planned and the power these rows reach
+    for each planned drop (from their observed paired spread, not the plan's estimate), said plainly when it is
+    below the power the plan asked for: a pass then does not rule out that drop with that power."""
     lines = []
     for r in results:
         mdd = r.detectable_drop(0.8, alpha)
@@ -503,19 +523,49 @@ def _print_power(new: report.Run, results: Sequence[report.Comparison], alpha: f
                          f"({r.n} paired samples and their spread)")  # fmt: skip
     if lines:
         print(f"\npower: a pass rules out, at alpha {alpha:g}:", *lines, sep="\n")
-    plans = {}
+    plans: dict[str, dict[str, Any]] = {}
     for task in sorted(new.results):
         rec = new.subset(task)
-        if rec is not None and rec.get("plan"):
-            plans.setdefault(rec.get("name"), rec["plan"])
+        if rec is not None and isinstance(rec.get("plan"), dict) and rec["plan"]:
+            plans.setdefault(str(rec.get("name")), rec["plan"])
+    short = []
     for name, plan in plans.items():
-        detect, power = plan.get("detect") or {}, plan.get("power")
-        expected = plan.get("expected_power") or {}
-        print(f"planned (subset {name!r}, `emo-tasks plan-gate`): a pass means no drop of "
+        given = plan.get("detect") if isinstance(plan.get("detect"), dict) else {}
+        detect = {m: d for m, d in given.items() if isinstance(d, (int, float))}
+        asked, planned_alpha = plan.get("power"), plan.get("alpha")
+        asked = asked if isinstance(asked, (int, float)) else None
+        expected = plan.get("expected_power") if isinstance(plan.get("expected_power"), dict) else {}
+        expected = {k: v for k, v in expected.items() if isinstance(v, (int, float))}
+        print(f"planned (subset {name!r}, `emo-tasks plan-gate`): to catch a drop of "
               + ", ".join(f"{d:g} in {m}" for m, d in sorted(detect.items()))
-              + f" or more, with probability {power:g} at alpha {plan.get('alpha'):g}"
-              + (" (expected power " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(expected.items())) + ")"
+              + (f" with power {asked:g}" if asked is not None else "")
+              + (f" at alpha {planned_alpha:g}" if isinstance(planned_alpha, (int, float)) else "")
+              + (" (expected when planned, from the base run's spread: "
+                 + ", ".join(f"{k} {v:.2f}" for k, v in sorted(expected.items())) + ")"
                  if expected else ""))  # fmt: skip
+        reached = []
+        for r in results:
+            on_it = any((new.subset(t) or {}).get("name") == name for t in report.leaves(new, r.task))
+            if not on_it or r.metric not in detect:
+                continue
+            d, got = detect[r.metric], r.power_for(detect[r.metric], alpha)
+            if got is None:
+                reached.append(f"  {r.task} {r.metric}: no power to state for a drop of {d:g} (no spread in its "
+                               f"{r.n} paired samples)")  # fmt: skip
+                continue
+            line = f"  {r.task} {r.metric}: power {got:.2f} to catch a drop of {d:g}"
+            if asked is not None and got < asked:
+                line += f": BELOW the {asked:g} asked; a pass does not rule out a drop of {d:g} with that power"
+                mdd = r.detectable_drop(asked, alpha) if 0.5 <= asked < 1 else None
+                line += f" (with power {asked:g} it rules out {mdd:.3g} or more)" if mdd else ""
+                short.append(f"{r.task} {r.metric} ({got:.2f} < {asked:g})")
+            reached.append(line)
+        if reached:
+            print(f"power these rows reach for the planned drops, at alpha {alpha:g} (from their observed paired "
+                  "spread):", *reached, sep="\n")  # fmt: skip
+    if short:
+        print(f"emo-tasks compare: the subset's rows reach less power than planned for {', '.join(short)}: a pass "
+              "there is weaker evidence than the plan asked for", file=sys.stderr)  # fmt: skip
 
 
 #: How many flipped samples `compare` names when it exits 1.

@@ -26,6 +26,14 @@ the run: an order nobody can read off the report is worse than none.
 Which metrics (`trend_rows`): every headline metric (`bench.table.headline`) of every benchmark present; of a
 benchmark with groups its groups (pooled, as the report's "Overall"), else its tasks.  Δ is value − the first run's
 value, in the metric's units (n/a when either is missing).
+
+Which runs can share a line (`find_changes`): each run is checked against the one before it by the rule `emo-tasks
+compare` uses (`report.comparability`): the same data (dataset, data hash of the sample logs, a subset's rows),
+prompts (task config, medium, prompt hashes), generation settings and judges.  A change is refused (TrendError, exit
+2, one line naming the two runs and what differs): a step between two judges or data versions is not the model's.
+With `--allow-mixed` the trend is drawn with a break at each change, a note saying what changed, and Δ measured
+from the first run after the last break.  Runs on different rows (a gate subset beside the full data) are not a
+change: they get a note (`rows_note`).
 """
 
 from __future__ import annotations
@@ -54,7 +62,8 @@ XLABELS = {"checkpoint": "checkpoint", "date": "run (by date)", "given": "run (g
 
 
 class TrendError(report.ReportError):
-    """The runs cannot be put in the asked order: one lacks a key, or two share one (exit 2)."""
+    """The runs cannot be put in the asked order (one lacks a key, or two share one), or two runs next to each
+    other are not comparable and --allow-mixed was not given (exit 2)."""
 
 
 # ------------------------------------------------------------------------------------------------ keys
@@ -148,6 +157,54 @@ def order_runs(runs: Sequence[report.Run], how: str = "auto") -> Ordering:
     return Ordering("given", list(runs), list(range(1, len(runs) + 1)), why)
 
 
+# ------------------------------------------------------------------------------------------------ changes
+@dataclass
+class Change:
+    """Where the trend breaks: run `index` is not comparable with the run before it (`differences`)."""
+
+    index: int
+    differences: list[report.Difference]
+
+    def summary(self) -> str:
+        """What differs, once per thing (`report.summarize`), "; "-joined."""
+        return "; ".join(report.summarize(self.differences))
+
+
+def run_text(ordering: Ordering, i: int) -> str:
+    """A run as the trend's messages name it: its label, folder and key ("checkpoint 200", "date ...", "#2")."""
+    run, folder = ordering.runs[i], str(run_folder(ordering.runs[i]))
+    key = key_text(ordering, i) if ordering.how == "given" else f"{ordering.how} {ordering.keys[i]}"
+    return f"{run.label} ({key})" if folder == run.label else f"{run.label} ({folder}, {key})"
+
+
+def find_changes(ordering: Ordering) -> tuple[list[Change], list[str]]:
+    """Each run against the one before it by `report.comparability` (unpaired: either may be a subset run, whose
+    rows must be the other's): the changes, and the notes (data identity or generation settings not checked)."""
+    changes, notes = [], []
+    for i in range(1, len(ordering.runs)):
+        found = report.comparability(ordering.runs[i - 1], ordering.runs[i], paired=False, names=("earlier", "later"))
+        if found.differences:
+            changes.append(Change(i, found.differences))
+        pair = f"{run_text(ordering, i - 1)} -> {run_text(ordering, i)}"
+        if found.unchecked:
+            notes.append(f"{pair}: data identity could not be checked for {', '.join(found.unchecked)}")
+        notes.extend(f"{pair}: {note}" for note in found.notes)
+    return changes, notes
+
+
+def check_comparable(ordering: Ordering, allow_mixed: bool = False) -> tuple[list[Change], list[str]]:
+    """`find_changes`; a change without `allow_mixed` raises TrendError, one line naming the runs and what differs."""
+    changes, notes = find_changes(ordering)
+    if changes and not allow_mixed:
+        parts = [f"{run_text(ordering, c.index - 1)} -> {run_text(ordering, c.index)}: {c.summary()}" for c in changes]
+        raise TrendError(
+            "--trend: the runs are not comparable (as `emo-tasks compare` would say): "
+            + " | ".join(parts)
+            + " (--allow-mixed draws the trend with a break and a note at each change)"
+        )
+    return changes, notes
+
+
 # ------------------------------------------------------------------------------------------------ rows
 @dataclass
 class Point:
@@ -180,9 +237,12 @@ def trend_tasks(runs: Sequence[report.Run]) -> list[str]:
     return sorted(t for t in present if t in groups or benchmark_of(t).key not in grouped)  # type: ignore[union-attr]
 
 
-def trend_rows(runs: Sequence[report.Run], resamples: int = 1000, seed: int = 0) -> list[Series]:
+def trend_rows(
+    runs: Sequence[report.Run], resamples: int = 1000, seed: int = 0, breaks: Sequence[int] = ()
+) -> list[Series]:
     """Every headline metric of `trend_tasks` over the runs (already in trend order), benchmarks in report order:
-    value with bootstrap CI (`report.cell`) and Δ to the first run."""
+    value with bootstrap CI (`report.cell`) and Δ to the first run; with `breaks` (the indices of runs not
+    comparable with the one before, `Change.index`), to the first run since the last break."""
     order = {b.key: i for i, b in enumerate(all_benchmarks())}
     tasks = sorted(trend_tasks(runs), key=lambda t: (order[benchmark_of(t).key], t))  # type: ignore[union-attr]
     out = []
@@ -192,8 +252,10 @@ def trend_rows(runs: Sequence[report.Run], resamples: int = 1000, seed: int = 0)
         for metric in bench.table.headline:
             cells = [report.cell(r, task, metric.name, resamples, seed) if task in r.results else report.Cell(None)
                      for r in runs]  # fmt: skip
-            first = cells[0].value if cells else None
-            points = [Point(c, None if c.value is None or first is None else c.value - first) for c in cells]
+            points = []
+            for i, c in enumerate(cells):
+                first = cells[max([0, *(b for b in breaks if b <= i)])].value
+                points.append(Point(c, None if c.value is None or first is None else c.value - first))
             out.append(Series(bench, task, metric, points))
     return out
 
@@ -227,14 +289,33 @@ def rows_note(runs: Sequence[report.Run]) -> str | None:
     )
 
 
-def render_trend_markdown(ordering: Ordering, series: Sequence[Series]) -> str:
-    """The report's "Trend" section: one table per headline metric, one row per run in trend order."""
+def changes_note(ordering: Ordering, changes: Sequence[Change]) -> list[str]:
+    """The Markdown note of a trend drawn across changes (--allow-mixed): each break, before which run, and what
+    changed."""
+    if not changes:
+        return []
+    out = [f"**Not comparable (--allow-mixed):** the trend breaks {len(changes)} time(s), where a run is not "
+           "comparable with the one before it (as `emo-tasks compare` would refuse them): a step across a break "
+           "is not the model's. Δ restarts at each break (value − the first run's value since the break).",
+           ""]  # fmt: skip
+    for k, c in enumerate(changes, 1):
+        out.append(f"- break {k}, before {run_text(ordering, c.index).replace('|', '/')}: "
+                   f"{c.summary().replace('|', '/')}")  # fmt: skip
+    return [*out, ""]
+
+
+def render_trend_markdown(ordering: Ordering, series: Sequence[Series], changes: Sequence[Change] = ()) -> str:
+    """The report's "Trend" section: one table per headline metric, one row per run in trend order; a break row
+    before each run not comparable with the one above (`changes`, --allow-mixed)."""
     column = {"checkpoint": "Checkpoint", "date": "Date", "given": "#"}[ordering.how]
-    out = ["## Trend", "", f"Runs ordered by {ordering.why}. Δ: value − the first run's value, in the metric's units."]
+    first = "the first run's value since the last break" if changes else "the first run's value"
+    out = ["## Trend", "", f"Runs ordered by {ordering.why}. Δ: value − {first}, in the metric's units."]
     out.append("")
+    out += changes_note(ordering, changes)
     note = rows_note(ordering.runs)
     if note:
         out += [note, ""]
+    break_at = {c.index: k for k, c in enumerate(changes, 1)}
     if not series:
         out += ["No headline metric of an emo-tasks benchmark in these runs.", ""]
     for s in series:
@@ -242,6 +323,9 @@ def render_trend_markdown(ordering: Ordering, series: Sequence[Series]) -> str:
         out += [f"### {s.bench.title} — {s.metric.display} ({s.task}){direction}", ""]
         out += [f"| {column} | Run | Value [95 % CI] | Δ vs first | n |", "|---|---|---|---|---|"]
         for i, (run, p) in enumerate(zip(ordering.runs, s.points, strict=True)):
+            if i in break_at:
+                out.append(f"| — | **break {break_at[i]}**: not comparable with the run above (see the note); Δ "
+                           "restarts | | | |")  # fmt: skip
             n = "n/a" if p.cell.n is None else str(p.cell.n)
             out.append(
                 f"| {key_text(ordering, i)} | {run.label.replace('|', '/')} | {p.cell.text(s.metric.digits)} "
@@ -251,10 +335,15 @@ def render_trend_markdown(ordering: Ordering, series: Sequence[Series]) -> str:
     return "\n".join(out)
 
 
-def trend_json(ordering: Ordering, series: Sequence[Series]) -> list[dict[str, Any]]:
-    """The leaderboard JSON's `trend`: one record per run in trend order, with `task:metric` -> value, CI, n, Δ."""
+def trend_json(ordering: Ordering, series: Sequence[Series], changes: Sequence[Change] = ()) -> list[dict[str, Any]]:
+    """The leaderboard JSON's `trend`: one record per run in trend order, with `task:metric` -> value, CI, n, Δ;
+    `segment` (0, then +1 at each break) and `break` (null, or what differs from the run before: --allow-mixed)."""
     records = []
+    by_index = {c.index: c for c in changes}
+    segment = 0
     for i, run in enumerate(ordering.runs):
+        change = by_index.get(i)
+        segment += change is not None
         metrics = {}
         for s in series:
             p = s.points[i]
@@ -262,6 +351,8 @@ def trend_json(ordering: Ordering, series: Sequence[Series]) -> list[dict[str, A
                                "n": p.cell.n, "delta": p.delta}  # fmt: skip
         records.append(
             {"label": run.label, "run_dir": str(run.path), "order": ordering.how, "key": ordering.keys[i],
+             "segment": segment,
+             "break": None if change is None else {"differences": report.summarize(change.differences, limit=100)},
              "metrics": metrics}
         )  # fmt: skip
     return records
@@ -272,9 +363,10 @@ def _tick(i: int, label: str, width: int = 24) -> str:
     return f"#{i} " + (label if len(label) <= width else "…" + label[-(width - 1) :])
 
 
-def plot_trend(ordering: Ordering, series: Sequence[Series], path: str | Path) -> None:
-    """One PNG, one panel per headline metric: the values joined by a line with their 95 % CI shaded; x is the
-    checkpoint number, else the run's position with its label."""
+def trend_figure(ordering: Ordering, series: Sequence[Series], changes: Sequence[Change] = ()) -> Any:
+    """The trend's matplotlib figure (`plot_trend`): one panel per headline metric, the values joined by a line with
+    their 95 % CI shaded, x the checkpoint number, else the run's position with its label.  At each change
+    (--allow-mixed) the line and band break, a dashed line marks it and the figure's foot says what changed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -283,20 +375,34 @@ def plot_trend(ordering: Ordering, series: Sequence[Series], path: str | Path) -
 
     ncols = max(1, min(4, len(series)))
     nrows = max(1, -(-len(series) // ncols))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.4 * nrows + 0.6), squeeze=False)
+    foot = [f"break {k} (before {run_text(ordering, c.index)}): {c.summary()}" for k, c in enumerate(changes, 1)]
+    height = 3.4 * nrows + 0.6 + 0.22 * len(foot)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, height), squeeze=False)
     by_checkpoint = ordering.how == "checkpoint"
     x = np.array(ordering.keys if by_checkpoint else range(1, len(ordering.runs) + 1), dtype=float)
     if by_checkpoint:
         ticks = [str(k) for k in ordering.keys]
     else:
         ticks = [_tick(i, r.label) for i, r in enumerate(ordering.runs, 1)]
+    starts = [0, *(c.index for c in changes), len(ordering.runs)]
+    segments = [slice(a, b) for a, b in zip(starts, starts[1:], strict=False)]
     for ax, s in zip(axes.flat, series, strict=False):
         nan = float("nan")
         y = np.array([nan if p.cell.value is None else p.cell.value for p in s.points])
         low = np.array([nan if p.cell.ci_low is None else p.cell.ci_low for p in s.points])
         high = np.array([nan if p.cell.ci_high is None else p.cell.ci_high for p in s.points])
-        ax.fill_between(x, low, high, alpha=0.25, color="tab:blue", linewidth=0, label="95 % CI")
-        ax.plot(x, y, marker="o", color="tab:blue", label="value")
+        for k, seg in enumerate(segments):  # one line per run of comparable runs: never joined across a change
+            ax.fill_between(x[seg], low[seg], high[seg], alpha=0.25, color="tab:blue", linewidth=0,
+                            label="95 % CI" if k == 0 else None)  # fmt: skip
+            ax.plot(x[seg], y[seg], marker="o", color="tab:blue", label="value" if k == 0 else None)
+            if seg.stop - seg.start == 1 and not np.isnan(y[seg][0]) and not np.isnan(low[seg][0]):  # no band
+                ax.errorbar(x[seg], y[seg], yerr=[[y[seg][0] - low[seg][0]], [high[seg][0] - y[seg][0]]],
+                            color="tab:blue", alpha=0.5, capsize=3, linewidth=1)  # fmt: skip
+        for k, c in enumerate(changes, 1):
+            at = (x[c.index - 1] + x[c.index]) / 2
+            ax.axvline(at, color="tab:red", linestyle="--", linewidth=1)
+            ax.annotate(f"break {k}", (at, 0.98), xycoords=("data", "axes fraction"), ha="center", va="top",
+                        fontsize=7, color="tab:red")  # fmt: skip
         if np.isnan(y).all():
             ax.text(0.5, 0.5, "n/a in every run", transform=ax.transAxes, ha="center", va="center", fontsize=9)
             ax.set_yticks([])
@@ -319,7 +425,20 @@ def plot_trend(ordering: Ordering, series: Sequence[Series], path: str | Path) -
     if not series:
         axes[0][0].text(0.5, 0.5, "no headline metric in these runs", ha="center", va="center")
     title = f"emo-tasks trend ({ordering.how} order): line = value, band = 95 % bootstrap CI, n/a = not available"
+    if changes:
+        title += "\ndashed red line = a break: the runs on either side are not comparable (--allow-mixed)"
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    for k, line in enumerate(foot):
+        fig.text(0.01, 0.01 + 0.22 * (len(foot) - 1 - k) / height, line if len(line) <= 220 else line[:219] + "…",
+                 fontsize=7, color="tab:red", ha="left", va="bottom")  # fmt: skip
+    fig.tight_layout(rect=(0, (0.22 * len(foot) + 0.1) / height if foot else 0, 1, 1))
+    return fig
+
+
+def plot_trend(ordering: Ordering, series: Sequence[Series], path: str | Path, changes: Sequence[Change] = ()) -> None:
+    """The trend's PNG (`trend_figure`)."""
+    import matplotlib.pyplot as plt
+
+    fig = trend_figure(ordering, series, changes)
     fig.savefig(path, dpi=110)
     plt.close(fig)

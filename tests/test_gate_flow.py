@@ -23,6 +23,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationW
 
 GOOD = "Correct. Score: 80. Reason: bright. Answer: anger"
 BAD = "Score: 10. Reason: dim. Answer: happiness"
+MID = "Incorrect. Score: 30. Reason: dim. Answer: joy"  # MVEI: every pair's decision flips against GOOD's
 TASKS = "mvei_sample,multiemo_sample,mme_emotion_sample"
 PLAN = ("--detect", "80", "--detect", "cheb=0.3")
 
@@ -214,3 +215,60 @@ def test_the_viewer_shows_a_subset_run_beside_its_base(flow: dict) -> None:
     assert proc.returncode == 0, proc.stderr
     assert (root / "site" / "index.html").is_file()
     assert "ran on a gate subset" in (root / "site" / "data" / "site.js").read_text()  # the run's notes say so
+
+
+#: a plan asking more than the sample's 16 MVEI pairs can give: a drop of 30 points with power 0.95
+STRICT = ("--tasks", "mvei_sample", "--detect", "30", "--power", "0.95", "--name", "strict")
+
+
+@pytest.fixture(scope="module")
+def strict(flow: dict) -> Path:
+    """`plan-gate` with STRICT (the whole data is too small: it takes every pair and says so), then a subset run of
+    another model on it (every decision flipped: no mean change, the largest spread), judged."""
+    root, env = flow["root"], flow["env"]
+    plan = run_emo(env, "plan-gate", str(root / "base"), *STRICT, "--out", str(root / "strict.json"))
+    assert plan.returncode == 0 and "too small for power 0.95 in: mvei_sample acc_total" in plan.stdout, plan.stdout
+    run = lmms({**env, "EMO_SUBSET": str(root / "strict.json")}, root / "strict", MID, "--predict_only", "--tasks",
+               "mvei_sample")  # fmt: skip
+    assert (root / "strict").is_dir(), run.stderr[-3000:]
+    judged = run_emo(env, "judge", str(root / "strict"))
+    assert judged.returncode == 0, judged.stderr[-3000:]
+    return root / "strict"
+
+
+def _acc(log: Path) -> dict[str, float]:
+    """MVEI's per-pair acc_total (0 or 100) from a sample log, by pair_id."""
+    rows = [json.loads(x)["acc_total"] for x in log.read_text().splitlines()]
+    return {r["pair_id"]: 100.0 * bool(r["right"]) for r in rows}
+
+
+def test_a_pass_on_too_few_rows_states_the_power_they_reach_below_the_plan(flow: dict, strict: Path) -> None:
+    """compare prints the power the subset's rows reach for the planned drop, from their observed paired spread
+    (computed here from the two sample logs by the formula of docs/ci.md), and says plainly that it is below the
+    0.95 the plan asked for; it never claims that a pass rules the drop out with the plan's power."""
+    from statistics import NormalDist, stdev
+
+    root = flow["root"]
+    proc = run_emo(flow["env"], "compare", str(root / "base"), str(strict))
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # no mean change: the gate passes
+    base = _acc(next((root / "base").glob("*_samples_mvei_sample.jsonl")))
+    new = _acc(next(strict.glob("judged/*/*_samples_mvei_sample.jsonl")))
+    diffs = [new[k] - base[k] for k in new]
+    changed = [abs(d) for d in diffs if d]
+    assert len(diffs) == 16 and changed  # every pair of the sample, paired
+    sd, step, drop = stdev(diffs), sum(changed) / len(changed), 30.0
+    z = NormalDist().inv_cdf(0.975)
+    power = NormalDist().cdf(drop * len(diffs) ** 0.5 / (sd**2 + step * drop) ** 0.5 - z)
+    assert power < 0.95
+    assert "a pass means no drop" not in proc.stdout  # the plan's power was stated as if reached
+    expected = json.loads((root / "strict.json").read_text())["plan"]["expected_power"]["mvei_sample:acc_total"]
+    assert (f"planned (subset 'strict', `emo-tasks plan-gate`): to catch a drop of 30 in acc_total with power 0.95 at "
+            f"alpha 0.05 (expected when planned, from the base run's spread: mvei_sample:acc_total {expected:.2f})"
+            ) in proc.stdout  # fmt: skip
+    assert "power these rows reach for the planned drops, at alpha 0.05 (from their observed paired spread):" in (
+        proc.stdout
+    )
+    assert (f"  mvei_sample acc_total: power {power:.2f} to catch a drop of 30: BELOW the 0.95 asked; a pass does not "
+            "rule out a drop of 30 with that power (with power 0.95 it rules out ") in proc.stdout  # fmt: skip
+    assert (f"the subset's rows reach less power than planned for mvei_sample acc_total ({power:.2f} < 0.95)"
+            in proc.stderr)  # fmt: skip

@@ -27,6 +27,20 @@ def test_the_power_of_the_planned_rows_is_the_power_asked() -> None:
     assert expected_power(900, 30.0, 2.0, 0.05) == pytest.approx(stats.norm.cdf(2.0 - stats.norm.ppf(0.975)))
 
 
+def test_the_power_compare_states_for_a_drop_is_the_inverse_of_its_detectable_drop() -> None:
+    """`Comparison.power_for`: Phi(D sqrt(n) / sqrt(sd^2 + step D) - z), by scipy; the drop `detectable_drop` states
+    for a power is the drop with that power; no spread, no power."""
+    from emo_tasks.report import Comparison
+
+    r = Comparison(delta=0.0, low=0.0, high=0.0, p_value=1.0, n=16, method="m", sd_diff=30.0, step=100.0)
+    want = stats.norm.cdf(30 * math.sqrt(16) / math.sqrt(30.0**2 + 100.0 * 30) - stats.norm.ppf(0.975))
+    assert r.power_for(30, 0.05) == pytest.approx(want)
+    for power in (0.5, 0.8, 0.95):
+        assert r.power_for(r.detectable_drop(power, 0.05), 0.05) == pytest.approx(power)
+    flat = Comparison(delta=0.0, low=0.0, high=0.0, p_value=1.0, n=16, method="m", sd_diff=0.0, step=0.0)
+    assert flat.power_for(30) is None and Comparison(0.0, 0.0, 0.0, 1.0, 1, "m").power_for(30) is None
+
+
 def test_a_second_run_gives_the_spread_of_the_paired_differences() -> None:
     base = {"a": 0.0, "b": 100.0, "c": 100.0, "d": 0.0, "e": 50.0}
     second = {"a": 0.0, "b": 0.0, "c": 100.0, "d": 100.0, "x": 100.0}  # "e" and "x" are in one run only

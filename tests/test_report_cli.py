@@ -33,12 +33,18 @@ def emo(*args: str, cache: Path) -> subprocess.CompletedProcess:
     )
 
 
+#: the generation setting the "short" run changes (--gen_kwargs): below every task's own max_new_tokens
+SHORT = 64
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Two real lmms-eval runs (in parallel, ~30 s) with --log_samples and --output_path."""
+    """Three real lmms-eval runs (in parallel, ~30 s) with --log_samples and --output_path: "short" is "good" with
+    --gen_kwargs max_new_tokens=SHORT (the dummy model's answer is the same: only the setting differs)."""
     root = tmp_path_factory.mktemp("runs")
     procs = {}
-    for name, response in (("good", GOOD), ("bad", BAD)):
+    for name, response, extra in (("good", GOOD, []), ("bad", BAD, []),
+                                  ("short", GOOD, ["--gen_kwargs", f"max_new_tokens={SHORT}"])):  # fmt: skip
         cmd = [
             sys.executable,
             "-m",
@@ -52,6 +58,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             "--output_path",
             str(root / name),
             "--log_samples",
+            *extra,
         ]
         procs[name] = subprocess.Popen(
             cmd, env=_env(root / f"cache_{name}"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -59,7 +66,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for proc in procs.values():
         out, _ = proc.communicate(timeout=600)
         assert proc.returncode == 0, out[-3000:]
-    return {"good": root / "good", "bad": root / "bad", "cache": root / "cache_report"}
+    return {"good": root / "good", "bad": root / "bad", "short": root / "short", "cache": root / "cache_report"}
 
 
 def _results(run: Path) -> dict:
@@ -188,6 +195,101 @@ def test_compare_refuses_different_judges_prompts_and_data(runs: dict[str, Path]
     results_file.write_text(json.dumps(data))
     res = emo("compare", str(good), str(other), "--metric", "acc_total", cache=cache)
     assert res.returncode == 2 and "dataset_name" in res.stderr
+
+
+def _configs(run: Path) -> dict:
+    return _results(run)["configs"]
+
+
+@pytest.mark.slow
+def test_compare_refuses_another_generation_setting_and_the_trend_too(runs: dict[str, Path]) -> None:
+    """Two runs of one model whose only difference is --gen_kwargs max_new_tokens: the numbers agree here (the
+    dummy model's answer is short), but a cap can cut an answer, so compare refuses them (exit 2) naming the
+    setting, its two values and the tasks; --force compares with a warning; the trend refuses by the same rule."""
+    good, short, cache = runs["good"], runs["short"], runs["cache"]
+    values = {t: r for t, r in _results(good)["results"].items()}
+    assert values == {t: r for t, r in _results(short)["results"].items()}  # only the setting differs
+    caps = {t: c["generation_kwargs"]["max_new_tokens"] for t, c in _configs(good).items()}
+    assert {t: c["generation_kwargs"]["max_new_tokens"] for t, c in _configs(short).items()} == dict.fromkeys(
+        caps, SHORT
+    )
+    res = emo("compare", str(good), str(short), cache=cache)
+    assert res.returncode == 2, res.stdout + res.stderr
+    lines = [x for x in res.stderr.splitlines() if x.startswith("  - generation: max_new_tokens")]
+    by_cap: dict[int, list[str]] = {}
+    for task, cap in sorted(caps.items()):
+        by_cap.setdefault(cap, []).append(task)
+    assert len(lines) == len(by_cap), res.stderr  # one line per pair of values, naming its tasks
+    for cap, tasks in by_cap.items():
+        named = ", ".join(tasks)
+        line = next(x for x in lines if f" {cap} vs {SHORT} in" in x)
+        assert (f"in {len(tasks)} tasks ({named})" if len(tasks) > 1 else f"in {named}:") in line, line
+    forced = emo("compare", str(good), str(short), "--force", cache=cache)
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+    assert "warning (--force): generation: max_new_tokens" in forced.stderr
+    trend = emo("report", str(good), str(short), "--trend", "given", cache=cache)
+    assert trend.returncode == 2 and trend.stdout == "", trend.stdout + trend.stderr
+    assert trend.stderr.count("\n") == 1 and "generation: max_new_tokens" in trend.stderr, trend.stderr
+    assert "#1) -> " in trend.stderr and "#2): " in trend.stderr
+
+
+def _set_medium(run: Path, as_vlmevalkit: bool) -> None:
+    """Edit a real results file so that MME-Emotion's prompt asked about video frames, as lmms-eval records a run
+    of an image model the task's table names (`--model llava`: its entry, the table unmerged), or as a VLMEvalKit
+    run without --video-llm records it (the table, its `default` and top level set to the medium); the VLMEvalKit
+    form also records VLMEvalKit's generation settings instead of lmms-eval's (its --base-url defaults)."""
+    path = next(run.rglob("*results.json"))
+    data = json.loads(path.read_text())
+    for config in data["configs"].values():
+        table = config.get("lmms_eval_specific_kwargs") or {}
+        if "medium" not in table:
+            continue
+        entries = {k: v for k, v in table.items() if isinstance(v, dict)}
+        if as_vlmevalkit:
+            config["lmms_eval_specific_kwargs"] = {**entries, "default": {"medium": "video frames"},
+                                                   "medium": "video frames"}  # fmt: skip
+        else:
+            assert entries["llava"] == {"medium": "video frames"}
+            config["lmms_eval_specific_kwargs"] = entries
+    if as_vlmevalkit:
+        del data["configs"]["mvei_sample"]["generation_kwargs"]
+        data["emo_tasks_vlmeval"] = {"generation": {"model": "--base-url (VLMEvalKit's LMDeployAPI)",
+                                                    "temperature": 0.0, "max_tokens": 2**15}}  # fmt: skip
+    else:
+        data["config"]["model"] = "llava"
+    path.write_text(json.dumps(data))
+
+
+@pytest.mark.slow
+def test_compare_names_the_medium_in_words(runs: dict[str, Path], tmp_path: Path) -> None:
+    """MME-Emotion asked about video frames (an image model) against a run asked about the video: one line naming
+    the medium of each run and the 8 tasks, not "config field lmms_eval_specific_kwargs differs" per task; a
+    VLMEvalKit-style record's generation settings are compared too (MVEI's max_new_tokens 256 against VLMEvalKit's
+    default 32768, temperature 1.0 against 0.0), and what it does not record is a note."""
+    good, cache = runs["good"], runs["cache"]
+    mme = sorted(t for t, c in _configs(good).items() if "medium" in (c.get("lmms_eval_specific_kwargs") or {}))
+    assert len(mme) == 8
+    for name, as_vlmevalkit in (("llava", False), ("vlmevalkit", True)):
+        frames = _copy(good, tmp_path / name)
+        _set_medium(frames, as_vlmevalkit)
+        res = emo("compare", str(good), str(frames), cache=cache)
+        assert res.returncode == 2, res.stdout + res.stderr
+        assert "lmms_eval_specific_kwargs differs" not in res.stderr, res.stderr
+        medium = [x for x in res.stderr.splitlines() if "medium" in x]
+        assert len(medium) == 1, res.stderr
+        assert medium[0].startswith("  - prompts: the medium differs: the base run's prompt asked about 'video' (a "
+                                    "video model, sent the video), the new run's about 'video frames' (an image "
+                                    f"model, sent frames of the video), in 8 tasks ({', '.join(mme)}): ")  # fmt: skip
+        generation = [x for x in res.stderr.splitlines() if "generation" in x]
+        if not as_vlmevalkit:
+            assert generation == [], res.stderr
+            continue
+        mvei = _configs(good)["mvei_sample"]["generation_kwargs"]
+        assert f"  - generation: max_new_tokens {mvei['max_new_tokens']} vs 32768 in mvei_sample: " in res.stderr
+        assert f"  - generation: temperature {mvei['temperature']!r} vs 0.0 in mvei_sample: " in res.stderr
+        unrecorded = ", ".join(sorted(set(mvei) - {"max_new_tokens", "temperature"}))
+        assert (f"note: generation settings not checked for mvei_sample: {unrecorded} (the new run, VLMEvalKit, "
+                "--base-url (VLMEvalKit's LMDeployAPI), does not record them)") in res.stderr  # fmt: skip
 
 
 @pytest.mark.slow

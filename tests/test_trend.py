@@ -18,9 +18,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from conftest import cli_env, run_emo
+from conftest import API_KEY, cli_env, run_emo, with_mme_sample
+from fakes import Judge
 
 from emo_tasks import cli, report, trend
+from judges.testing import LoopbackServer
 
 GOOD = "Correct. Score: 80. Reason: bright. Answer: anger"  # MVEI 50 %, some Rec-S
 MID = "Incorrect. Score: 30. Reason: dim. Answer: joy"  # MVEI 50 %, Rec-S 0
@@ -186,6 +188,56 @@ def test_deltas_are_signed_and_float_noise_is_not_a_drop() -> None:
     md = trend.render_trend_markdown(ordering, series)
     assert "| 2 | ckpt-2 | 0.3000 | +0.0000 |" in md and "| 3 | ckpt-3 | 0.2500 | -0.0500 |" in md
     assert series[0].points[1].delta == 0.3 - (0.1 + 0.2)  # the JSON keeps the exact difference
+
+
+def _judged_by(run: report.Run, judge: str) -> report.Run:
+    """The run as if judged by `judge`: the summaries `compare` and the trend read the judge setup from."""
+    run.summaries = {"mvei_sample": {"judge_models": {"judge": judge}}}
+    return run
+
+
+def test_a_change_of_judge_breaks_the_trend_line_and_restarts_delta() -> None:
+    """In-process: the change between ckpt-2 and ckpt-3 is refused without allow_mixed (naming both runs and the
+    judge models); with it, Δ restarts at ckpt-3 and the plot's value line is two lines, never joined across the
+    dashed break."""
+    runs = [
+        _judged_by(_run(f"runs/ckpt-{i}", results={"mvei_sample": {"acc_total,none": v}}), judge)
+        for i, v, judge in ((1, 40.0, "judge-a"), (2, 45.0, "judge-a"), (3, 70.0, "judge-b"), (4, 60.0, "judge-b"))
+    ]
+    ordering = trend.order_runs(runs, "checkpoint")
+    with pytest.raises(trend.TrendError) as refused:
+        trend.check_comparable(ordering)
+    text = str(refused.value)
+    assert "\n" not in text and "ckpt-2 (runs/ckpt-2, checkpoint 2) -> ckpt-3 (runs/ckpt-3, checkpoint 3): " in text
+    assert "judges: judge_models {'judge': 'judge-a'} vs {'judge': 'judge-b'} (mvei_sample)" in text
+    assert "checkpoint 1)" not in text and "--allow-mixed" in text
+    changes, _ = trend.check_comparable(ordering, allow_mixed=True)
+    assert [c.index for c in changes] == [2]
+    series = trend.trend_rows(ordering.runs, 50, 0, [c.index for c in changes])
+    assert [p.delta for p in series[0].points] == [0.0, 5.0, 0.0, -10.0]
+    records = trend.trend_json(ordering, series, changes)
+    assert [r["segment"] for r in records] == [0, 0, 1, 1] and [r["break"] is None for r in records] == [
+        True, True, False, True]  # fmt: skip
+    assert records[2]["break"]["differences"] == [
+        "judges: judge_models {'judge': 'judge-a'} vs {'judge': 'judge-b'} (mvei_sample)"]  # fmt: skip
+    md = trend.render_trend_markdown(ordering, series, changes)
+    assert "- break 1, before ckpt-3 (runs/ckpt-3, checkpoint 3): judges: judge_models" in md
+    assert [r[0] for r in _trend_table("\n" + md, "MVEI — acc_total (mvei_sample)")] == ["1", "2", "—", "3", "4"]
+    assert "| 3 | ckpt-3 | 70.00 | +0.00 |" in md and "| 4 | ckpt-4 | 60.00 | -10.00 |" in md
+    import matplotlib.pyplot as plt
+
+    fig = trend.trend_figure(ordering, series, changes)
+    ax = fig.axes[0]
+    values = [line for line in ax.get_lines() if line.get_marker() == "o"]
+    assert [list(line.get_xdata()) for line in values] == [[1.0, 2.0], [3.0, 4.0]]
+    dashed = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert len(dashed) == 1 and list(dashed[0].get_xdata()) == [2.5, 2.5]
+    assert any("break 1 (before ckpt-3" in t.get_text() for t in fig.texts)
+    plt.close(fig)
+    # without changes: one line through every run, as before
+    fig = trend.trend_figure(ordering, trend.trend_rows(ordering.runs, 50, 0))
+    assert [list(x.get_xdata()) for x in fig.axes[0].get_lines() if x.get_marker() == "o"] == [[1.0, 2.0, 3.0, 4.0]]
+    plt.close(fig)
 
 
 # ---------------------------------------------------------------------------------------------- fast: CLI
@@ -364,3 +416,96 @@ def test_trend_by_date_when_no_checkpoint(runs: dict[str, Path], tmp_path: Path)
     _set_date(y, "20261201_130501")
     res = emo("report", str(x), str(y), "--trend", "date", cache=runs["cache"])
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and f"({y}) has the same date" in res.stderr
+
+
+# ---------------------------------------------------------------------------------------------- slow: mixed runs
+#: which judge `emo-tasks judge --judge-model` scores each run with: ckpt-1000 changes it
+JUDGES = {"base": "judge-a", "ckpt-200": "judge-a", "ckpt-1000": "judge-b"}
+
+
+@pytest.fixture(scope="module")
+def judged(runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Copies of the three runs, each judged by `emo-tasks judge` against the loopback judge with the model of
+    JUDGES (ratings depend on the judge model): RUN/judged/<setup>/, the result each command then reads."""
+    root = tmp_path_factory.mktemp("trend_judged")
+    cache = with_mme_sample(root / "cache")
+    with LoopbackServer(responder=Judge(per_model=True), expected_api_key=API_KEY) as srv:
+        for name, judge in JUDGES.items():
+            shutil.copytree(runs[name], root / name)
+            done = run_emo(cli_env(cache, srv), "judge", str(root / name), "--judge-model", judge, timeout=600)
+            assert done.returncode == 0, done.stderr[-3000:]
+    return {**{name: root / name for name in JUDGES}, "cache": cache}
+
+
+def _judged_results(run: Path) -> dict:
+    (path,) = run.glob("judged/*/*_results.json")
+    return json.loads(path.read_text())["results"]
+
+
+@pytest.mark.slow
+def test_a_trend_across_judge_setups_is_refused_as_compare_refuses_it(judged: dict[str, Path]) -> None:
+    order = [str(judged[n]) for n in ("ckpt-1000", "base", "ckpt-200")]
+    res = emo("report", *order, "--trend", cache=judged["cache"])
+    assert res.returncode == 2 and res.stdout == "", res.stdout + res.stderr
+    assert res.stderr.count("\n") == 1, res.stderr
+    line = res.stderr
+    assert f"({judged['ckpt-200']}, checkpoint 200) -> " in line
+    assert f"({judged['ckpt-1000']}, checkpoint 1000): " in line
+    assert "checkpoint 50)" not in line  # base and ckpt-200 share a judge: no change there
+    assert "judges: judge_models" in line and "'judge-a'" in line and "'judge-b'" in line and "--allow-mixed" in line
+    for fmt in ("json", "md"):  # every format, and with an explicit order
+        again = emo("report", *order, "--trend", "checkpoint", "--format", fmt, cache=judged["cache"])
+        assert again.returncode == 2 and again.stderr == line
+    gate = emo("compare", str(judged["ckpt-200"]), str(judged["ckpt-1000"]), cache=judged["cache"])
+    assert gate.returncode == 2 and "judges: mme_emotion_sample_" in gate.stderr and "judge_models" in gate.stderr
+    same = emo("report", str(judged["base"]), str(judged["ckpt-200"]), "--trend", cache=judged["cache"])
+    assert same.returncode == 0 and "break" not in same.stdout, same.stderr
+
+
+@pytest.mark.slow
+def test_allow_mixed_draws_the_trend_with_a_break_and_a_note(judged: dict[str, Path], tmp_path: Path) -> None:
+    order = [str(judged[n]) for n in ("ckpt-1000", "base", "ckpt-200")]
+    png = tmp_path / "mixed.png"
+    res = emo("report", *order, "--trend", "--allow-mixed", "--format", "json", "--plot", str(png),
+              "--resamples", "100", cache=judged["cache"])  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "trend break 1 (--allow-mixed) before " in res.stderr and "judges: judge_models" in res.stderr
+    records = json.loads(res.stdout)["trend"]
+    assert [Path(r["run_dir"]).parent.parent.name for r in records] == BY_CHECKPOINT
+    assert [r["segment"] for r in records] == [0, 0, 1] and records[0]["break"] is None is records[1]["break"]
+    assert any(d.startswith("judges: judge_models") for d in records[2]["break"]["differences"])
+    for task, metric in (("mme_emotion_sample", "rec_s"), ("mme_emotion_sample", "rea_s"), ("mvei_sample", "acc_total"),
+                         ("multiemo_sample", "cheb")):  # fmt: skip
+        values = [_judged_results(judged[n])[task][f"{metric},none"] for n in BY_CHECKPOINT]
+        got = [r["metrics"][f"{task}:{metric}"] for r in records]
+        assert [g["value"] for g in got] == values, (task, metric)
+        # delta restarts at the break: ckpt-1000 is measured from itself, not from base (another judge)
+        assert [g["delta"] for g in got] == [0, values[1] - values[0], 0], (task, metric)
+    _png_ok(png)
+    md = emo("report", *order, "--trend", "--allow-mixed", "--resamples", "100", cache=judged["cache"]).stdout
+    assert "**Not comparable (--allow-mixed):** the trend breaks 1 time(s)" in md
+    assert f"- break 1, before dummy (response={GOOD}) ({judged['ckpt-1000']}, checkpoint 1000): judges: " in md
+    rows = _trend_table(md, "MVEI — acc_total (mvei_sample)")
+    assert [r[0] for r in rows] == ["50", "200", "—", "1000"] and rows[2][1].startswith("**break 1**")
+
+
+@pytest.mark.slow
+def test_a_trend_across_data_versions_is_refused(runs: dict[str, Path], tmp_path: Path) -> None:
+    """A checkpoint run on other data (its MVEI sample log's targets: another row content, so another data hash)
+    between two on the same data: refused naming it; --allow-mixed breaks the trend twice (to it, and back)."""
+    other = shutil.copytree(runs["ckpt-200"], tmp_path / "ckpt-300")
+    log = next(other.rglob("*_samples_mvei_sample.jsonl"))
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    lines[3]["target"] = lines[3]["target"].split(" #")[0] + " #" + "0" * 12
+    log.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    args = [str(runs["base"]), str(other), str(runs["ckpt-1000"])]
+    res = emo("report", *args, "--trend", cache=runs["cache"])
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert f"({other}, checkpoint 300): data: another data hash" in res.stderr and "(mvei_sample)" in res.stderr
+    assert f"({other}, checkpoint 300) -> " in res.stderr  # and back to the data of the others
+    gate = emo("compare", str(runs["base"]), str(other), cache=runs["cache"])
+    assert gate.returncode == 2 and "data: mvei_sample used different data (data hash" in gate.stderr
+    mixed = emo("report", *args, "--trend", "--allow-mixed", "--format", "json", "--resamples", "50",
+                cache=runs["cache"])  # fmt: skip
+    assert mixed.returncode == 0, mixed.stderr
+    assert [r["segment"] for r in json.loads(mixed.stdout)["trend"]] == [0, 1, 2]
