@@ -585,6 +585,7 @@ from vlmeval.dataset.image_base import ImageBaseDataset
 from vlmeval.dataset.video_dataset_config import supported_video_datasets
 from vlmeval.smp.file import INFER_FAIL_MSG
 import vlmeval.api.lmdeploy as lmdeploy, vlmeval.inference_video as inference_video
+from vlmeval.smp import status_report
 from emo_tasks.vlmeval.images import INFER_FAIL
 checks = {
     "DATASET_CLASSES is a list build_dataset walks": isinstance(ds.DATASET_CLASSES, list)
@@ -610,6 +611,10 @@ checks = {
     "build_dataset hands our classes the run's arguments": "dataset_kwargs = vars(args)" in inspect.getsource(run)
         and ds.build_dataset("EmoMVEI_sample", work_dir="w", limit=6, data=["x"]).run_args["limit"] == 6
         and ds.build_dataset("EmoVid_sample_ER_Lab", work_dir="w", limit=6, data=["x"]).run_args["limit"] == 6,
+    "the run summary's metrics, cleared by upsert_dataset_status(metrics_source=None)":
+        "metrics_source" in inspect.signature(status_report.upsert_dataset_status).parameters
+        and "elif metrics_source is None:" in inspect.getsource(status_report.upsert_dataset_status)
+        and callable(status_report.load_run_status),
 }
 print(json.dumps({k: bool(v) for k, v in checks.items()}))
 """
@@ -617,7 +622,7 @@ print(json.dumps({k: bool(v) for k, v in checks.items()}))
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     checks = json.loads(done.stdout.strip().splitlines()[-1])
-    assert [k for k, ok in checks.items() if not ok] == [] and len(checks) == 13
+    assert [k for k, ok in checks.items() if not ok] == [] and len(checks) == 14
 
 
 _EVALSCOPE_RUN = r"""

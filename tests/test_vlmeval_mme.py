@@ -193,7 +193,7 @@ def test_defer_keeps_the_answers_for_emo_tasks_judge(cache: Path, judge: Loopbac
     eval_file = _eval_file(tmp_path)
     env = {**os.environ, "EMO_JUDGE": "defer"}
     got = mme_vlmeval.evaluate_predictions(DATASET, _predictions(), eval_file, _kwargs(judge), env=env)
-    assert got == {"judging_deferred": True, "n_infer_failed": 0} and not judge.calls
+    assert got == {"judging_deferred": True, "n_infer_failed": 0, "n_empty_answers": 0} and not judge.calls
     folder = eval_file.parent / "emo_tasks" / DATASET
     env = {**os.environ, "OPENAI_BASE_URL": judge.base_url, "OPENAI_API_KEY": API_KEY}
     assert stage.judge_run(folder, env=env) == stage.EXIT_OK
