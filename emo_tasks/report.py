@@ -239,7 +239,13 @@ def find_results(run_dir: Path, pick: str | None = None) -> tuple[Path, str | No
     judged = newest_per_folder(judged_all)
     found = sorted(lmms + judged, key=lambda p: (p.name, str(p)))
     if not found:
-        raise ReportError(f"{run_dir}: no *_results.json found (was lmms-eval run with --output_path {run_dir}?)")
+        from emo_tasks.vlmeval.runfolder import refused_note
+
+        refused = refused_note(run_dir)  # a VLMEvalKit run folder whose last evaluation was refused: say so
+        raise ReportError(
+            f"{run_dir}: {refused}" if refused
+            else f"{run_dir}: no *_results.json found (was lmms-eval run with --output_path {run_dir}?)"
+        )  # fmt: skip
     if len(found) == 1:
         return found[0], None
     if len(lmms) == 1 and len(judged) == 1 and _judged_from(judged[0]) == lmms[0].name:

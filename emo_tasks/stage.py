@@ -60,6 +60,7 @@ def source_results(run_dir: Path, pick: str | None = None) -> tuple[Path, dict[s
     (`report.find_results`): the folder's one lmms-eval results file (judged results under `judged/` are ours,
     never a source), or the one `pick` (--run) names; several and none picked is a refusal listing them."""
     from emo_tasks import report
+    from emo_tasks.vlmeval.runfolder import refused_note
 
     if run_dir.is_file():
         chosen = run_dir
@@ -72,6 +73,8 @@ def source_results(run_dir: Path, pick: str | None = None) -> tuple[Path, dict[s
                 chosen = report.pick_results(run_dir, pick, sorted(lmms + judged, key=lambda p: (p.name, str(p))))
             except report.ReportError as exc:
                 raise StageRefused(str(exc)) from None
+        elif not lmms and (refused := refused_note(run_dir)):
+            raise StageRefused(f"{run_dir}: {refused}")
         elif not lmms:
             raise StageError(
                 f"{run_dir}: no lmms-eval *_results.json found. Run lmms-eval with --output_path {run_dir} and "

@@ -46,11 +46,16 @@ class Judge:
 
 
 class Model(Judge):
-    """`--model openai` (model_version=eval-model) answers, per document and per repeat, plus the judge's."""
+    """`--model openai` (model_version=eval-model, or the `name` given) answers, per document and per repeat, plus
+    the judge's."""
+
+    def __init__(self, *args: Any, name: str = "eval-model", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.name = name
 
     def __call__(self, body: dict, attempt: int) -> Any:
         text = last_user_text(body)
-        if body.get("model") == "eval-model":
+        if body.get("model") == self.name:
             if "Statement:" in text:
                 first = _h(text) % 3  # two repeats agree, the third differs: majorities and disagreements
                 options = ["Correct", "Incorrect", "I cannot tell"]

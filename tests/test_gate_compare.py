@@ -189,7 +189,8 @@ def test_malformed_results_is_an_error_not_a_regression(runs: dict[str, Path], t
     f.write_text(json.dumps({"results": {"mvei_sample": {"acc_total,none": 50.0}}, "configs": {"mvei_sample": 3}}))
     res = emo("compare", str(runs["base"]), str(broken))
     assert res.returncode == 3 and "Traceback" not in res.stderr, res.stderr
-    assert emo("compare", str(runs["base"]), str(tmp_path / "missing")).returncode == 3  # a missing folder is a bad argument (docs/cli.md#exit-codes)
+    # a missing run folder is a bad argument (docs/cli.md#exit-codes)
+    assert emo("compare", str(runs["base"]), str(tmp_path / "missing")).returncode == 3
 
 
 # ------------------------------------------------------------------------------------------------ 5

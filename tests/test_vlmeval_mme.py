@@ -150,8 +150,8 @@ def test_a_prediction_file_that_does_not_say_the_medium_is_refused(cache: Path, 
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda p: p.append(dict(p[0])), "index 0 appears twice"),
-        (lambda p: p.pop(1), "1 of 2 rows lack"),
+        (lambda p: p.append(dict(p[0])), "prediction rows 1 and 3 both have index 0"),
+        (lambda p: p.pop(1), r"lacks 1 of the 2 rows \(missing: index 1\)"),
         (lambda p: p[0].update(target="Anger #000000000000"), "row 1 \\(index 0\\): its target"),
     ],
 )
@@ -162,7 +162,30 @@ def test_rows_that_are_not_the_runs_are_refused_before_anything_is_judged(
     change(preds)
     with pytest.raises(DataError, match=message):
         mme_vlmeval.evaluate_predictions(DATASET, preds, _eval_file(tmp_path), {})
-    assert not (tmp_path / "work" / "eval-model" / "emo_tasks").exists()
+    folder = tmp_path / "work" / "eval-model" / "emo_tasks" / DATASET
+    assert [p.name for p in folder.iterdir()] == ["emo_tasks_refused.json"]  # no results: why, for every tool
+    with pytest.raises(report.ReportError, match=f"evaluation of {DATASET} .* was refused, so no results of it"):
+        report.load_run(folder)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda p: p.append(dict(p[2])), "EmoVid_sample_all: prediction rows 3 and 17 both have index 2"),
+        (lambda p: p.pop(5), "EmoVid_sample_all: the prediction file lacks 1 of the 16 rows (missing: index 5); "),
+        (lambda p: p[9].update(target="x"), "EmoVid_sample_all: prediction row 10 (index 9): its target 'x' is "),
+    ],
+)
+def test_a_groups_refusal_names_the_group_and_the_files_own_row_and_index(
+    cache: Path, tmp_path: Path, change, message: str
+) -> None:
+    """The dataset the user ran (not the task the row belongs to), the prediction file's row and `index`."""
+    preds = [{**r, "medium": "video", "prediction": _answer(r["index"], r["label"])}
+             for r in mme_vlmeval.prediction_rows("EmoVid_sample_all")]  # fmt: skip
+    change(preds)
+    with pytest.raises(DataError) as refused:
+        mme_vlmeval.evaluate_predictions("EmoVid_sample_all", preds, _eval_file(tmp_path), {})
+    assert str(refused.value).startswith(message)
 
 
 @pytest.mark.slow  # in-process, but several judge passes: kept out of the fast tier's budget
@@ -170,7 +193,7 @@ def test_defer_keeps_the_answers_for_emo_tasks_judge(cache: Path, judge: Loopbac
     eval_file = _eval_file(tmp_path)
     env = {**os.environ, "EMO_JUDGE": "defer"}
     got = mme_vlmeval.evaluate_predictions(DATASET, _predictions(), eval_file, _kwargs(judge), env=env)
-    assert got == {"judging_deferred": True, "n_infer_failed": 0} and not judge.calls
+    assert got == {"judging_deferred": True, "n_infer_failed": 0, "n_empty_answers": 0} and not judge.calls
     folder = eval_file.parent / "emo_tasks" / DATASET
     env = {**os.environ, "OPENAI_BASE_URL": judge.base_url, "OPENAI_API_KEY": API_KEY}
     assert stage.judge_run(folder, env=env) == stage.EXIT_OK

@@ -18,7 +18,6 @@ The same rows, prompt, row hash and judge as the lmms-eval tasks `mme_emotion_<t
 
 from __future__ import annotations
 
-import bisect
 import threading
 from collections.abc import Mapping, Sequence
 from functools import cache
@@ -104,22 +103,6 @@ def rows_of(docs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def _split(dataset: str, predictions: Sequence[Mapping[str, Any]], sizes: Sequence[int]) -> list[list[dict]]:
-    """A group's prediction rows per task, each with its index within its task."""
-    starts = [sum(sizes[:k]) for k in range(len(sizes))]
-    parts: list[list[dict]] = [[] for _ in sizes]
-    for n, row in enumerate(predictions, start=1):
-        try:
-            index = int(row["index"])
-        except (KeyError, TypeError, ValueError):
-            raise DataError(f"{dataset} prediction row {n}: no integer `index`") from None
-        if not 0 <= index < sum(sizes):
-            raise DataError(f"{dataset} prediction row {n}: index {index} is no row of {dataset} ({sum(sizes)} docs)")
-        k = bisect.bisect_right(starts, index) - 1
-        parts[k].append({**row, "index": index - starts[k]})
-    return parts
-
-
 def model_frames(doc: Mapping[str, Any], nframe: int, fps: float, root: Path) -> list[str]:
     """The frames an image model is given, as JPEG files under `root/<frame cache key>/` (written once, named by
     the video's content hash and the sampling): one every 1/fps seconds (fps <= 0: one per second, the judge's
@@ -161,41 +144,63 @@ def evaluate_predictions(
     """VLMEvalKit's predictions of `dataset` -> a predict-only run folder beside them, judged by the judge stage;
     returns the metrics.  The medium the model was asked: the file's `medium` column, else `medium` (what
     build_prompt asked in this process), else what the prompts VLMEvalKit kept (`structs`: its `*_structs.pkl`,
-    index -> message) say; none of them: refused.  `run_args`: the run's arguments (`runfolder.run_settings`)."""
-    from emo_tasks.vlmeval.images import collect_answers
+    index -> message) say; none of them: refused.  `run_args`: the run's arguments (`runfolder.run_settings`).
+    A refusal leaves no results in the folder (`runfolder.evaluation`); a judge failure keeps the answers there."""
     from emo_tasks.vlmeval.judging import judge_folder
-    from emo_tasks.vlmeval.runfolder import TaskOutput, prompt_config, run_dir, run_facts, run_settings, write_tasks
+    from emo_tasks.vlmeval.runfolder import evaluation
 
     env = dict(environ() if env is None else env)
+    with evaluation(eval_file, dataset) as folder:
+        tasks, shown, failed_total, n_empty = _write_answers(
+            dataset, predictions, eval_file, folder, medium, env, structs, run_args
+        )
+    return {**judge_folder(folder, tasks, shown, env, judge_kwargs), "n_infer_failed": failed_total,
+            "n_empty_answers": n_empty}  # fmt: skip
+
+
+def _write_answers(
+    dataset: str,
+    predictions: Sequence[Mapping[str, Any]],
+    eval_file: str | Path,
+    folder: Path,
+    medium: str | None,
+    env: Mapping[str, str],
+    structs: Mapping[Any, Any] | None,
+    run_args: Mapping[str, Any] | None,
+) -> tuple[list[str], str, int, int]:
+    """The proven answers of `evaluate_predictions` written as a predict-only run folder: (its tasks, the task or
+    group shown, answers VLMEvalKit could not get, empty answers)."""
+    from emo_tasks.vlmeval.images import collect_answers, empty_notes
+    from emo_tasks.vlmeval.runfolder import TaskOutput, prompt_config, run_facts, run_settings, write_tasks
+
     parts = [(member, *_task(member), _task_docs(member, env)) for member in members(dataset)]
     docs = [doc for *_, task_docs in parts for doc in task_docs]
     asked = run_settings(eval_file, run_args)
+    group = GROUPS.get(dataset, (None,))[0]
+    # the file's rows proven as one: a refusal names the dataset run, the file's own row and index
+    # (VLMEvalKit 0.0.20 asks every row of a video dataset whatever --limit says; a limit is honoured if it did)
+    got = collect_answers(1, dataset, predictions, [hooks.doc_to_target(doc) for doc in docs],
+                          None if group else asked.get("limit"))  # fmt: skip
     said = {str(p["medium"]) for p in predictions if str(p.get("medium")) in MEDIA.values()}
     if len(said) > 1:
         raise DataError(f"{dataset}: {eval_file} says the model was asked with several media ({sorted(said)})")
     medium = said.pop() if said else medium
     if medium is None and structs:
         medium = medium_of_structs(docs, structs)
-    group = GROUPS.get(dataset, (None,))[0]
-    outputs, failed_total, limited = [], 0, False
-    for (member, task, dataset_name, task_docs), rows in zip(
-        parts, _split(dataset, predictions, [len(p[3]) for p in parts]), strict=True
-    ):
-        targets = [hooks.doc_to_target(doc) for doc in task_docs]
-        # VLMEvalKit 0.0.20 asks every row of a video dataset whatever --limit says; a limit is honoured if it did
-        answers, failed = collect_answers(1, member, rows, targets, None if group else asked.get("limit"))
-        if medium is None:
-            raise DataError(
-                f"{dataset}: {eval_file} does not say which prompt the model was asked (its `medium` column: video or "
-                "video frames, written while VLMEvalKit builds the prompts); run the inference again"
-            )
+    if medium is None:
+        raise DataError(
+            f"{dataset}: {eval_file} does not say which prompt the model was asked (its `medium` column: video or "
+            "video frames, written while VLMEvalKit builds the prompts); run the inference again"
+        )
+    outputs, limited, start = [], False, 0
+    for _member, task, dataset_name, task_docs in parts:
         lines = []
-        for doc_id, doc in enumerate(task_docs[: len(answers)]):
-            if doc_id in failed:
+        for doc_id, doc in enumerate(task_docs):
+            if start + doc_id not in got.answers or start + doc_id in got.failed:
                 continue
-            answer = answers[doc_id][0]
+            answer, target = got.answers[start + doc_id][0], hooks.doc_to_target(doc)
             lines.append({
-                "doc_id": doc_id, "target": targets[doc_id], "input": hooks.doc_to_text(doc, {"medium": medium}),
+                "doc_id": doc_id, "target": target, "input": hooks.doc_to_text(doc, {"medium": medium}),
                 "input_media": [doc["video_path"]], "resps": [[answer]], "filtered_resps": [answer],
             })  # fmt: skip
         config = {"dataset_name": dataset_name, **prompt_config(task)}
@@ -204,18 +209,19 @@ def evaluate_predictions(
         default = {**(table.get("default") or {}), "medium": medium}
         config["lmms_eval_specific_kwargs"] = {**table, "default": default, **default}
         outputs.append(TaskOutput(task, dict.fromkeys(TABLE.names), lines, config, len(task_docs)))
-        failed_total += len(failed)
-        limited = limited or len(answers) < len(task_docs)
+        limited = limited or any(start + i not in got.answers for i in range(len(task_docs)))
+        start += len(task_docs)
     tasks = [o.task for o in outputs]
     shown = group or tasks[0]
+    facts = run_facts(eval_file, tasks[0], asked)
     host = {
-        "dataset": dataset, "task": shown, "n_docs": len(docs), "n_infer_failed": failed_total, "medium": medium,
-        **({"limit": asked.get("limit")} if limited else {}), **run_facts(eval_file, tasks[0], asked),
+        "dataset": dataset, "task": shown, "n_docs": len(docs), "n_infer_failed": len(got.failed),
+        "n_empty_answers": got.n_empty, "medium": medium, **({"limit": asked.get("limit")} if limited else {}),
+        **facts, "notes": [*empty_notes(got.n_empty), *facts["notes"]],
     }  # fmt: skip
-    folder = run_dir(eval_file, dataset)
     write_tasks(folder, outputs, Path(eval_file).parent.name, host, when=Path(eval_file).stat().st_mtime,
                 groups={group: tasks} if group else None)  # fmt: skip
-    return {**judge_folder(folder, tasks, shown, env, judge_kwargs), "n_infer_failed": failed_total}
+    return tasks, shown, len(got.failed), got.n_empty
 
 
 def medium_of_structs(docs: Sequence[Mapping[str, Any]], structs: Mapping[Any, Any]) -> str | None:
@@ -254,10 +260,10 @@ def dataset_class() -> type:
     """The VLMEvalKit video dataset class of every `EmoVid_*` name (built on first use: it imports vlmeval)."""
     import pandas as pd
     from vlmeval.dataset.video_base import VideoBaseDataset
-    from vlmeval.smp import load
 
     from emo_tasks.settings import CommonSettings
     from emo_tasks.vlmeval import HOST_TYPE
+    from emo_tasks.vlmeval.images import read_predictions
     from emo_tasks.vlmeval.runfolder import RUN_ARGS
 
     class EmoVid(VideoBaseDataset):
@@ -315,7 +321,7 @@ def dataset_class() -> type:
             return [*(dict(type="image", value=p) for p in frames), text]
 
         def evaluate(self, eval_file: str, **judge_kwargs: Any) -> dict[str, Any]:
-            rows = load(eval_file).to_dict("records")
+            rows = read_predictions(eval_file)
             structs = None if self.medium else kept_structs(eval_file, self.dataset_name)
             return evaluate_predictions(
                 self.dataset_name, rows, eval_file, judge_kwargs, self.medium, structs=structs, run_args=self.run_args

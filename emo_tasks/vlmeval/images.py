@@ -66,64 +66,114 @@ def prediction_rows(task: ImageTask, dataset: str, env: Mapping[str, str] | None
     return rows
 
 
+@dataclass
+class Collected:
+    """The answers of a prediction file, proven to be the run's (`collect_answers`)."""
+
+    #: doc_id -> its answers, in order (every doc the run answered)
+    answers: dict[int, list[str]]
+    #: doc_ids with an answer VLMEvalKit could not get (its failure marker): left out of the scores
+    failed: set[int]
+    #: answers of the docs scored that were an empty cell (scored as an empty answer, as the protocol scores one)
+    n_empty: int = 0
+
+
 def collect_answers(
     repeats: int,
     dataset: str,
     predictions: Sequence[Mapping[str, Any]],
     targets: Sequence[str],
     limit: int | None = None,
-) -> tuple[dict[int, list[str]], set[int]]:
-    """({doc_id: its answers in order}, doc_ids with a failed answer) from VLMEvalKit's prediction rows (index =
-    repeats * doc_id + k), each proven to be the run's (module docstring) against the data's docs' `targets`
-    (`doc_to_target`, in order).  Every doc is answered, or, when the run was asked `--limit N` (`limit`: VLMEvalKit
-    then keeps the first N rows), the first N // repeats docs are, with all their answers (as lmms-eval's --limit
-    keeps the first docs): a shorter file is refused, never read as a limited run."""
+) -> Collected:
+    """The answers in VLMEvalKit's prediction rows (index = repeats * doc_id + k), each proven to be the run's
+    (module docstring) against the data's docs' `targets` (`doc_to_target`, in order).  Every row is there, or,
+    when the run was asked `--limit N` (`limit`: VLMEvalKit then keeps the first N rows), the first N are, and N
+    keeps whole docs (as lmms-eval's --limit keeps the first docs): a shorter file is refused, never read as a
+    limited run.
+
+    A refusal (DataError) says what the user sees: `dataset` is the one they ran (a group's, not its task's), a row
+    is the prediction file's row (1: the first under the header) with its own `index`, and what is missing is
+    named by the index of the row that is missing."""
+    total = repeats * len(targets)
     answers: dict[int, dict[int, str]] = {}
+    row_of: dict[int, int] = {}  # index -> the file's row holding it
     failed: set[int] = set()
+    empty: set[tuple[int, int]] = set()
     for n, row in enumerate(predictions, start=1):
         try:
             index = int(row["index"])
         except (KeyError, TypeError, ValueError):
-            raise DataError(f"{dataset} prediction row {n}: no integer `index`") from None
+            raise DataError(f"{dataset}: prediction row {n} has no integer `index`") from None
+        if not 0 <= index < total:
+            raise DataError(
+                f"{dataset}: prediction row {n}: index {index} is no row of {dataset} (its rows are index 0 to "
+                f"{total - 1})"
+            )
+        if index in row_of:
+            raise DataError(f"{dataset}: prediction rows {row_of[index]} and {n} both have index {index}")
+        row_of[index] = n
         doc_id, k = divmod(index, repeats)
-        if not 0 <= doc_id < len(targets):
-            raise DataError(f"{dataset} prediction row {n}: index {index} is no row of {dataset} ({len(targets)} docs)")
         if str(row.get("target")) != targets[doc_id]:
             raise DataError(
-                f"{dataset} prediction row {n} (index {index}): its target {row.get('target')!r} is not the data's "
-                f"now ({targets[doc_id]!r}); the predictions are of other data"
+                f"{dataset}: prediction row {n} (index {index}): its target {row.get('target')!r} is not the "
+                f"data's now ({targets[doc_id]!r}); the predictions are of other data"
             )
-        if k in answers.setdefault(doc_id, {}):
-            raise DataError(f"{dataset} prediction row {n}: index {index} appears twice")
         text = _answer(row.get("prediction"))
         if INFER_FAIL in text:
             failed.add(doc_id)
-        answers[doc_id][k] = text
-    indices = {repeats * i + k for i, got in answers.items() for k in got}
-    n_rows = len(indices)
-    if limit is not None and n_rows == limit < repeats * len(targets) and indices == set(range(n_rows)):
-        if n_rows % repeats:  # the first `limit` rows cut a doc's answers
+        elif not text:
+            empty.add((doc_id, k))
+        answers.setdefault(doc_id, {})[k] = text
+    n_rows = len(row_of)
+    expected = total
+    if limit is not None and n_rows == limit < total and set(row_of) == set(range(n_rows)):
+        if n_rows % repeats:  # the first `limit` rows cut the answers of one doc
+            first = n_rows - n_rows % repeats
             raise DataError(
-                f"{dataset}: --limit {limit} keeps the first {limit} rows, which cuts doc {n_rows // repeats}'s "
-                f"{repeats} answers; use a --limit that is a multiple of {repeats}"
+                f"{dataset}: --limit {limit} keeps the first {limit} rows (index 0 to {limit - 1}), which splits "
+                f"the {repeats} rows that ask one question {repeats} times (index {first} to {first + repeats - 1}); "
+                f"use a --limit that is a multiple of {repeats}"
             )
-        expected = n_rows // repeats
-    else:
-        expected = len(targets)
-    missing = [i for i in range(expected) if len(answers.get(i, {})) != repeats]
+        expected = n_rows
+    missing = [i for i in range(expected) if i not in row_of]
     if missing:
+        shown = ", ".join(str(i) for i in missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
         raise DataError(
-            f"{dataset}: {len(missing)} of {expected} rows lack some of their {repeats} answer(s) (first: "
-            f"index {repeats * missing[0]}); evaluate a complete prediction file"
+            f"{dataset}: the prediction file lacks {len(missing)} of the {expected} rows (missing: index {shown}); "
+            "evaluate a complete prediction file"
         )
-    return {i: [got[k] for k in range(repeats)] for i, got in answers.items()}, failed
+    return Collected(
+        {i: [got[k] for k in range(repeats)] for i, got in answers.items()},
+        failed,
+        sum(1 for doc_id, _ in empty if doc_id not in failed),
+    )
 
 
 def _answer(value: Any) -> str:
-    """A prediction cell as text: an empty answer comes back from VLMEvalKit's xlsx as NaN (or None), never "nan"."""
+    """A prediction cell as text: an empty cell is "" (NaN or None when read by pandas' defaults), never "nan"."""
     if value is None or (isinstance(value, float) and value != value):
         return ""
     return str(value)
+
+
+def read_predictions(eval_file: str | Path) -> list[dict[str, Any]]:
+    """VLMEvalKit's prediction file's rows as written.  VLMEvalKit's own `load` reads xlsx, tsv and csv with
+    pandas' default NA strings, so a model that answered "None", "N/A" or "null" would come back as NaN, an empty
+    answer, where lmms-eval scores the text: read here with none, only an empty cell is empty.  Other formats
+    (json) with VLMEvalKit's `load`."""
+    import pandas as pd
+
+    path = Path(eval_file)
+    suffix = path.suffix.lower()
+    if suffix == ".xlsx":
+        frame = pd.read_excel(path, keep_default_na=False)
+    elif suffix in (".tsv", ".csv"):
+        frame = pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",", keep_default_na=False)
+    else:
+        from vlmeval.smp import load
+
+        frame = load(str(path))
+    return frame.to_dict("records")
 
 
 def score(
@@ -138,7 +188,8 @@ def score(
     hooks = _hooks(task)
     docs = _docs(task, dataset, env)
     targets = [hooks.doc_to_target(doc) for doc in docs]
-    answers, failed = collect_answers(task.repeats, dataset, predictions, targets, limit)
+    got_all = collect_answers(task.repeats, dataset, predictions, targets, limit)
+    answers, failed = got_all.answers, got_all.failed
     lines, records = [], []
     for doc_id, doc in enumerate(docs[: len(answers)]):
         if doc_id in failed:
@@ -156,10 +207,22 @@ def score(
         "task": task.names[dataset][0],
         "n_docs": len(docs),
         "n_infer_failed": len(failed),
+        "n_empty_answers": got_all.n_empty,
         **({"limit": len(answers)} if len(answers) < len(docs) else {}),
         **task.flags(lines),
     }
+    host["notes"] = [*empty_notes(got_all.n_empty), *host.get("notes", [])]
     return metrics, lines, host
+
+
+def empty_notes(n_empty: int) -> list[str]:
+    """The report's note on answers that were empty cells (none: no note)."""
+    if not n_empty:
+        return []
+    return [
+        f"{n_empty} answer(s) were an empty cell in the prediction file, scored as an empty answer (as the protocol "
+        "scores one; n_empty_answers)"
+    ]
 
 
 def _with_run_args(init: Callable[..., None]) -> Callable[..., None]:
@@ -183,10 +246,9 @@ def dataset_class(task: ImageTask, class_name: str, doc: str) -> type:
     """The VLMEvalKit dataset class of `task` (imports vlmeval)."""
     import pandas as pd
     from vlmeval.dataset.image_base import ImageBaseDataset
-    from vlmeval.smp import load
 
     from . import HOST_TYPE
-    from .runfolder import prompt_config, run_dir, run_facts, run_settings, write_run
+    from .runfolder import evaluation, prompt_config, run_facts, run_settings, write_run
 
     def load_data(self: Any, dataset: str) -> Any:
         return pd.DataFrame(prediction_rows(task, dataset))
@@ -208,16 +270,16 @@ def dataset_class(task: ImageTask, class_name: str, doc: str) -> type:
         ImageBaseDataset.__init__(self, dataset=dataset, skip_noimg=skip_noimg)
 
     def evaluate(self: Any, eval_file: str, **judge_kwargs: Any) -> dict[str, Any]:
-        asked = run_settings(eval_file, getattr(self, "run_args", None))
-        metrics, lines, host = score(task, self.dataset_name, load(eval_file).to_dict("records"),
-                                     limit=asked.get("limit"))  # fmt: skip
-        lmms_task, dataset_name = task.names[self.dataset_name]
-        facts = run_facts(eval_file, lmms_task, asked)
-        host.update(facts, notes=[*host.get("notes", []), *facts["notes"]])
-        config = {"dataset_name": dataset_name, "repeats": task.repeats, **prompt_config(lmms_task)}
-        write_run(run_dir(eval_file, self.dataset_name), lmms_task, metrics, lines, config,
-                  Path(eval_file).parent.name, host, when=Path(eval_file).stat().st_mtime,
-                  n_original=host["n_docs"])  # fmt: skip
+        with evaluation(eval_file, self.dataset_name) as folder:  # refused: no results left to take for this run's
+            asked = run_settings(eval_file, getattr(self, "run_args", None))
+            metrics, lines, host = score(task, self.dataset_name, read_predictions(eval_file),
+                                         limit=asked.get("limit"))  # fmt: skip
+            lmms_task, dataset_name = task.names[self.dataset_name]
+            facts = run_facts(eval_file, lmms_task, asked)
+            host.update(facts, notes=[*host.get("notes", []), *facts["notes"]])
+            config = {"dataset_name": dataset_name, "repeats": task.repeats, **prompt_config(lmms_task)}
+            write_run(folder, lmms_task, metrics, lines, config, Path(eval_file).parent.name, host,
+                      when=Path(eval_file).stat().st_mtime, n_original=host["n_docs"])  # fmt: skip
         return {**metrics, **{k: v for k, v in host.items() if isinstance(v, int | float | bool)}}
 
     return type(class_name, (ImageBaseDataset,), {

@@ -9,13 +9,16 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from emo_tasks import subset
-from emo_tasks.common import atomic_write_text, file_stamp
+from emo_tasks.common import STAMP_TZ, atomic_write_text, file_stamp
 from emo_tasks.settings import environ
 
 #: Where beside VLMEvalKit's prediction file the run folder goes: `<its folder>/emo_tasks/<dataset>/`.
@@ -133,6 +136,80 @@ def run_dir(eval_file: str | Path, dataset: str) -> Path:
     return Path(eval_file).resolve().parent / FOLDER / dataset
 
 
+#: What a refused evaluation leaves in the run folder instead of results: why (`refused_note` reads it).
+REFUSED = "emo_tasks_refused.json"
+
+
+def run_stamp(when: float | None = None) -> str:
+    """The date stamp a run's files are named by: of `when` (the prediction file's mtime), else now; on lmms-eval's
+    clock, as every name emo-tasks stamps (`emo_tasks.common.file_stamp`)."""
+    return file_stamp(when=when)
+
+
+@contextmanager
+def evaluation(eval_file: str | Path, dataset: str) -> Iterator[Path]:
+    """One evaluation of VLMEvalKit's prediction file `eval_file` of `dataset`; yields the run folder to write.
+
+    Why: a refused evaluation must leave no number that any tool could take for this run's.  VLMEvalKit keeps the
+    dataset's previous metrics in its run summary (`status.json`) when `evaluate` raises, and our run folder held
+    the previous prediction file's run: the old number looked current.  So, first, the summary's metrics of
+    `dataset` are cleared (`forget_summary`) and the folder's runs of other prediction files removed (whatever
+    happens next, they are not this file's); then, if the body raises, every run in the folder goes too (its
+    results, sample logs and `judged/`) and `REFUSED` says why, which every `emo-tasks` command names (exit 2).
+    Removed rather than marked stale: a results file left in place is one a tool we do not control (a script
+    globbing `*_results.json`) would still take.  Nothing paid for is lost: the judge's answers stay in its cache."""
+    folder = run_dir(eval_file, dataset)
+    forget_summary(eval_file, dataset)
+    if folder.is_dir():
+        _forget_other_runs(folder, run_stamp(Path(eval_file).stat().st_mtime))
+    try:
+        yield folder
+    except Exception as exc:
+        _forget_other_runs(folder, None)
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        record = {
+            "dataset": dataset,
+            "prediction_file": str(Path(eval_file).resolve()),
+            "refused_at": datetime.now(STAMP_TZ).isoformat(timespec="seconds"),
+            "reason": reason,
+        }
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(folder / REFUSED, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+        raise
+
+
+def refused_note(folder: Path) -> str | None:
+    """Why `folder` holds no results when its last VLMEvalKit evaluation was refused (`evaluation`), else None."""
+    try:
+        data = json.loads((folder / REFUSED).read_text(encoding="utf-8"))
+        return (
+            f"the last VLMEvalKit evaluation of {data['dataset']} ({data['refused_at']}, prediction file "
+            f"{data['prediction_file']}) was refused, so no results of it are kept: {data['reason']}"
+        )
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        return None
+
+
+def forget_summary(eval_file: str | Path, dataset: str) -> None:
+    """Clear `dataset`'s metrics in VLMEvalKit's run summary (the `status.json` beside `eval_file`), with its own
+    function: VLMEvalKit writes them again when `evaluate` returns, and keeps the old ones when it raises."""
+    status = Path(eval_file).parent / "status.json"
+    if not status.is_file():
+        return
+    try:
+        from vlmeval.smp.status_report import load_run_status, upsert_dataset_status
+    except ImportError:  # another VLMEvalKit: no summary of this kind
+        return
+    try:
+        data = load_run_status(status.parent)
+        entry = (data.get("datasets") or {}).get(dataset)
+        if isinstance(entry, dict) and entry.get("metrics"):
+            model = data.get("model_name") or status.parent.name
+            upsert_dataset_status(status.parent, model_name=model, dataset_name=dataset, metrics_source=None)
+    except (OSError, ValueError, TypeError, AttributeError) as exc:
+        print(f"emo-tasks: {status}: could not clear {dataset}'s previous metrics ({exc})", file=sys.stderr)
+
+
 @dataclass(frozen=True)
 class TaskOutput:
     """One task's part of a run folder: its metrics, sample-log lines, config (as lmms-eval records it) and how
@@ -176,8 +253,9 @@ def write_tasks(
     run, so no tool needs --run.  `groups`: group -> its tasks (lmms-eval's `group_subtasks`), each with the
     metric names of its tasks, not computed here (the judge stage pools them)."""
     folder.mkdir(parents=True, exist_ok=True)
-    stamp = file_stamp(when=when)  # lmms-eval's clock, as every name emo-tasks stamps
+    stamp = run_stamp(when)
     _forget_other_runs(folder, stamp)
+    (folder / REFUSED).unlink(missing_ok=True)
     rows = {t.task: {"alias": t.task, **{f"{k},none": v for k, v in t.metrics.items()}} for t in tasks}
     for group in groups or {}:
         rows[group] = {"alias": group, **dict.fromkeys(f"{k},none" for k in tasks[0].metrics)}
@@ -201,14 +279,17 @@ def write_tasks(
     return out
 
 
-def _forget_other_runs(folder: Path, stamp: str) -> None:
-    """Remove the folder's runs of other stamps and what `emo-tasks judge` made of them (`judged/`)."""
-    old = [p for p in folder.glob("*_results.json") if not p.name.startswith(stamp + "_")]
-    if not old:
+def _forget_other_runs(folder: Path, stamp: str | None) -> None:
+    """Remove the folder's runs of other stamps than `stamp` (None: every run) and what `emo-tasks judge` made of
+    them (`judged/`)."""
+
+    def other(path: Path) -> bool:
+        return stamp is None or not path.name.startswith(stamp + "_")
+
+    old = [p for p in folder.glob("*_results.json") if other(p)]
+    samples = [p for p in folder.glob("*_samples_*.jsonl") if other(p)]
+    if not old and not (stamp is None and (samples or (folder / "judged").exists())):
         return
-    for path in folder.glob("*_samples_*.jsonl"):
-        if not path.name.startswith(stamp + "_"):
-            path.unlink()
-    for path in old:
+    for path in [*samples, *old]:
         path.unlink()
     shutil.rmtree(folder / "judged", ignore_errors=True)
