@@ -5,6 +5,7 @@ EMO_VLMEVAL_PYTHON), the real `python -m vlmeval` against a loopback model, besi
 
 from __future__ import annotations
 
+import datetime
 import glob
 import json
 import os
@@ -344,7 +345,8 @@ def quick_start(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QuickStart
 
     python = _vlmeval_python()
     root = tmp_path_factory.mktemp("quick_start")
-    env = cli_env(with_mme_sample(root / "cache"), PYTHONPATH=str(ROOT))
+    # TZ=UTC: the machine's clock 8 h from lmms-eval's, so a name stamped on the local clock shows (item 13)
+    env = cli_env(with_mme_sample(root / "cache"), PYTHONPATH=str(ROOT), TZ="UTC")
     with LoopbackServer(responder=_mme_model(), expected_api_key=KEY) as srv:
         qs = QuickStart(python, root, srv, env, quick_start_lines())
         for line in qs.lines:
@@ -375,6 +377,24 @@ def test_the_quick_start_runs_as_written_and_compare_accepts_each_run(quick_star
         assert host["generation"]["model"].startswith("--base-url")
     assert quick_start.done[quick_start.vlmeval_line("EmoVid_sample_all")][0].returncode == 0
     assert KEY not in "".join(p.read_text() for p in (quick_start.root / "outputs").rglob("emo_tasks/**/*.json*"))
+
+
+_STAMP = re.compile(r"(?<!\d)(\d{8})[_T](\d{6})(?!\d)")
+
+
+@pytest.mark.slow
+def test_our_names_in_a_vlmevalkit_run_are_on_lmms_evals_clock(quick_start: QuickStart) -> None:
+    """Issue 32 item 13: the files we write for VLMEvalKit runs and the lmms-eval run beside them are named on one
+    clock (lmms-eval's, UTC+8), on a machine whose clock is UTC: no stamp 8 h from the others."""
+    folders = [quick_start.folder(d) for d in ("EmoMVEI_sample", "EmoMultiEmo_sample", "EmoVid_sample_all")]
+    stamps = {
+        str(path): datetime.datetime.strptime("".join(m.groups()), "%Y%m%d%H%M%S")
+        for folder in [*folders, quick_start.lmms_dir()]
+        for path in folder.rglob("*")
+        if (m := _STAMP.search(path.name))
+    }
+    assert all(any(str(f) in p for p in stamps) for f in folders), sorted(stamps)
+    assert max(stamps.values()) - min(stamps.values()) < datetime.timedelta(hours=2), stamps
 
 
 @pytest.mark.slow
