@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 #: The exit code of a bad argument, for every command (docs/cli.md#exit-codes).
 EXIT_BAD_ARGUMENT = 3
 
-_NAME_MAX = 255  # bytes in one path component on the file systems we meet
+_NAME_MAX = 255  # bytes of one path component (ext4, xfs, btrfs, APFS)
 
 
 def _one_line(text: object) -> str:
@@ -113,28 +113,26 @@ resamples = integer(1)
 seed = integer(0)
 
 
-def text(what: str) -> Callable[[str], str]:
-    """A value that must say something: an empty `--run ''` or `--judge-model ''` would silently mean "not given"."""
+def _checked(kind: str, ok: Callable[[str], bool], what: str) -> Callable[[str], str]:
+    """An argparse type that keeps the value as given when `ok` says it is one, else names it and `what`."""
 
     def parse(value: str) -> str:
-        if not value.strip():
+        if not ok(value):
             raise _bad(value, what)
         return value
 
-    parse.__name__ = "text"
+    parse.__name__ = kind
     return parse
+
+
+def text(what: str) -> Callable[[str], str]:
+    """A value that must say something: an empty `--run ''` or `--judge-model ''` would silently mean "not given"."""
+    return _checked("text", lambda value: bool(value.strip()), what)
 
 
 def names(what: str) -> Callable[[str], str]:
     """A comma-separated list naming at least one thing (`--tasks ,` would mean every task)."""
-
-    def parse(value: str) -> str:
-        if not any(part.strip() for part in value.split(",")):
-            raise _bad(value, what)
-        return value
-
-    parse.__name__ = "names"
-    return parse
+    return _checked("names", lambda value: any(part.strip() for part in value.split(",")), what)
 
 
 def existing(what: str) -> Callable[[str], str]:
@@ -149,25 +147,25 @@ def existing(what: str) -> Callable[[str], str]:
     return parse
 
 
-def _usable(path: Path, value: str, folder: bool, parents: bool) -> str | None:
-    """Why `path` cannot be written as a folder (or a file), or None: the cheap checks, made before any input is
-    read, so a long run of a command is not lost on its last step."""
-    if not value:
-        return "an empty path"
+def path_problem(path: Path, folder: bool = True, parents: bool = True) -> str | None:
+    """Why `path` cannot be written as a folder (or, `folder` False, a file), phrased to follow the path ("<path> is
+    an existing file; ..." / "<path>: <ancestor> is a file, ..."), or None.  The cheap checks, made before any input
+    is read, so a long run of a command is not lost on its last step; `parents`: missing folders above it may be
+    made.  One rule for every output path of every command (`export.check_out` adds that the folder is writable)."""
     for part in path.parts:
         if len(os.fsencode(part)) > _NAME_MAX:
-            return f"the name {part[:32]}... is longer than {_NAME_MAX} bytes"
+            return f": the name {part[:32]}... is longer than {_NAME_MAX} bytes"
     if path.exists() and path.is_dir() != folder:
-        return "an existing folder; name a file" if path.is_dir() else "an existing file; name a folder"
+        return " is an existing file; name a folder" if folder else " is an existing folder; name a file"
     if not parents and not path.parent.is_dir():
-        return f"{path.parent} is not an existing folder"
-    ancestor = path.parent
+        return f": {path.parent} is not an existing folder"
+    ancestor = path.parent if not folder else path
     while not ancestor.exists():
         if ancestor.is_symlink():
-            return f"{ancestor} is a broken symbolic link"
+            return f": {ancestor} is a broken symbolic link"
         ancestor = ancestor.parent
     if not ancestor.is_dir():
-        return f"{ancestor} is a file, not a folder"
+        return f": {ancestor} is a file, not a folder"
     return None
 
 
@@ -175,9 +173,9 @@ def out_folder(what: str) -> Callable[[str], str]:
     """A folder to write into (made when missing): not an existing file, not below a file."""
 
     def parse(value: str) -> str:
-        why = _usable(Path(value), value, folder=True, parents=True)
+        why = path_problem(Path(value), folder=True) if value else ": an empty path"
         if why:
-            raise argparse.ArgumentTypeError(f"{value!r}: {why} (expected {what})")
+            raise argparse.ArgumentTypeError(f"{value!r}{why} (expected {what})")
         return value
 
     parse.__name__ = "out_folder"
@@ -190,15 +188,15 @@ def out_file(what: str, parents: bool = False, plot: bool = False) -> Callable[[
 
     def parse(value: str) -> str:
         path = Path(value)
-        why = _usable(path, value, folder=False, parents=parents)
+        why = path_problem(path, folder=False, parents=parents) if value else ": an empty path"
         if not why and plot and path.suffix:
             from matplotlib.backend_bases import FigureCanvasBase
 
             formats = FigureCanvasBase.get_supported_filetypes()
             if path.suffix[1:].lower() not in formats:
-                why = f"matplotlib writes no {path.suffix} files ({', '.join('.' + f for f in sorted(formats))})"
+                why = f": matplotlib writes no {path.suffix} files ({', '.join('.' + f for f in sorted(formats))})"
         if why:
-            raise argparse.ArgumentTypeError(f"{value!r}: {why} (expected {what})")
+            raise argparse.ArgumentTypeError(f"{value!r}{why} (expected {what})")
         return value
 
     parse.__name__ = "out_file"

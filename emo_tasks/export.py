@@ -126,7 +126,6 @@ class ExportRefused(ExportError):
 EXIT_OK, EXIT_REFUSED, EXIT_ERROR = 0, 2, 3
 #: Files every export writes beside its format's own.
 COMMON_FILES = ("provenance.json", "summary.json", "README.md")
-_NAME_MAX = 255  # bytes of one path component (ext4, xfs, btrfs, APFS)
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -317,21 +316,16 @@ def remove_listed(out: Path, files: Iterable[str]) -> list[str]:
 
 
 def check_out(out: Path) -> None:
-    """--out must be usable as a folder: not a file, not below a file, no name longer than the file system takes,
-    writable.  An ExportError (a bad argument, exit 3) naming the problem otherwise."""
-    for part in out.parts:
-        if len(os.fsencode(part)) > _NAME_MAX:
-            raise ExportError(f"--out {out}: the name {part[:32]}... is longer than {_NAME_MAX} bytes")
+    """--out must be usable as a folder: not a file, not below a file, no name longer than the file system takes
+    (`cliargs.path_problem`, every command's rule), writable.  An ExportError (a bad argument, exit 3) naming the
+    problem otherwise."""
     try:
-        if out.exists() and not out.is_dir():
-            raise ExportError(f"--out {out} is an existing file; name a folder")
+        problem = cliargs.path_problem(out, folder=True)
+        if problem:
+            raise ExportError(f"--out {out}{problem}")
         ancestor = out
         while not ancestor.exists():
-            if ancestor.is_symlink():
-                raise ExportError(f"--out {out}: {ancestor} is a broken symbolic link")
             ancestor = ancestor.parent
-        if not ancestor.is_dir():
-            raise ExportError(f"--out {out}: {ancestor} is a file, not a folder")
         if not os.access(ancestor, os.W_OK | os.X_OK):
             raise ExportError(f"--out {out}: {ancestor} is not writable")
     except OSError as exc:
