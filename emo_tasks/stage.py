@@ -387,13 +387,6 @@ def keep_units(plan: TaskPlan, keys: Sequence[str]) -> None:
     plan.per_metric = [plan.per_metric[i] for i in kept]
 
 
-def _stamp() -> str:
-    """lmms-eval's results-file stamp, on its clock, so our files sort after the run's."""
-    from .common import file_stamp
-
-    return file_stamp()
-
-
 def _jsonable(value: Any) -> Any:
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return value
@@ -611,7 +604,9 @@ def write_results(
     from judges.atomic import atomic_path, atomic_write_text
     from judges.config import EndpointConfig
 
-    stamp = _stamp()
+    from .common import file_stamp
+
+    stamp = file_stamp()  # lmms-eval's results-file stamp, on its clock: our files sort after the run's
     results: dict[str, dict[str, Any]] = {}
     for task, vals in {**values, **group_values(data, plans, values)}.items():
         row: dict[str, Any] = {"alias": task}

@@ -38,7 +38,6 @@ change: they get a note (`rows_note`).
 
 from __future__ import annotations
 
-import datetime
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,7 +46,7 @@ from typing import Any
 
 from emo_tasks import report
 from emo_tasks.benchmarks import Benchmark, all_benchmarks, benchmark_of
-from emo_tasks.common import STAMP_TZ
+from emo_tasks.common import file_stamp
 from emo_tasks.metrics import Metric
 
 ORDERS = ("auto", "checkpoint", "date", "given")
@@ -56,8 +55,6 @@ ORDERS = ("auto", "checkpoint", "date", "given")
 _CHECKPOINT = re.compile(r"(?<![a-z])(?:ckpt|checkpoint|step|iter)[-_]?(\d+)(?![a-z0-9])", re.IGNORECASE)
 _INTEGER = re.compile(r"\d+")
 _STAMP = re.compile(r"^(\d{8}_\d{6})")
-#: lmms-eval's default clock for its stamps (`utils.get_datetime_str`); every name emo-tasks stamps uses it too
-_STAMP_TZ = STAMP_TZ
 XLABELS = {"checkpoint": "checkpoint", "date": "run (by date)", "given": "run (given order)"}
 
 
@@ -101,7 +98,7 @@ def date_of(run: report.Run) -> str | None:
     results file's name; None when neither has one."""
     date = run.data.get("date")
     if isinstance(date, (int, float)) and not isinstance(date, bool) and date > 0:
-        return datetime.datetime.fromtimestamp(float(date), _STAMP_TZ).strftime("%Y%m%d_%H%M%S")
+        return file_stamp(when=float(date))  # lmms-eval's clock
     for text in (date, run.results_file.name):
         match = _STAMP.match(text) if isinstance(text, str) else None
         if match:

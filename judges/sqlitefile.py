@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 #: SQLite's primary result codes for a file that is not a database, or a damaged one (sqlite3.h).
@@ -105,13 +105,13 @@ def _schema(conn: sqlite3.Connection, tables: Sequence[str], columns: Sequence[t
         raise
 
 
-def _retry(step: object, deadline: float) -> None:
+def _retry(step: Callable[[], None], deadline: float) -> None:
     """Run `step` until it succeeds or the deadline passes; only a lock is waited for, every other error is
     raised at once."""
     pause = 0.005
     while True:
         try:
-            step()  # type: ignore[operator]
+            step()
             return
         except sqlite3.OperationalError as exc:
             if not _is_lock(exc) or time.monotonic() >= deadline:
