@@ -1,4 +1,4 @@
-"""Does a gate planned for a drop catch it?  The sample size of `emo_tasks.gate` against the real compare logic.
+"""Does a gate planned for a drop catch it?  The sample size of `emo_tasks.gate.power` against the real compare logic.
 
 Why: a CI gate on a subset is only as good as its power.  `emo_tasks.gate.required_rows` plans the rows from the
 spread of the per-row paired differences; this script checks the plan on simulated checkpoints, for each kind of
@@ -14,8 +14,8 @@ probability q (the run-to-run noise of sampling and judging), a checkpoint that 
 drop.  Per kind:
 1. plan: a baseline and a second run of the same model over the full benchmark's rows give the paired spread;
    `required_rows` gives n for the stated drop D, power P and level alpha;
-2. detection: SIMS checkpoints with the drop planted, n rows each, through `report.compare_metric` (the test
-   `emo-tasks compare` runs) and `report.is_regression` (its verdict): the share flagged must be P +- 5 points;
+2. detection: SIMS checkpoints with the drop planted, n rows each, through `compare.compare_metric` (the test
+   `emo-tasks compare` runs) and `compare.is_regression` (its verdict): the share flagged must be P +- 5 points;
 3. false alarms: SIMS checkpoints with no drop: the share flagged must be <= alpha + 1 point.
 It prints the rows, the share of the full run, the planned power, the detection and false-alarm rates (with their
 Monte Carlo standard errors), and exits 1 when a goal misses.
@@ -38,8 +38,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from emo_tasks import report  # noqa: E402
-from emo_tasks.gate import expected_power, paired_spread, required_rows  # noqa: E402
+from emo_tasks.gate import compare
+from emo_tasks.gate.power import expected_power, paired_spread, required_rows  # noqa: E402
+from emo_tasks.results import reader
 
 POWER, ALPHA = 0.8, 0.05
 POWER_TOLERANCE, ALARM_TOLERANCE = 0.05, 0.01
@@ -104,20 +105,20 @@ KINDS = (
 )
 
 
-def _run(task: str, metric: str, values: np.ndarray) -> report.Run:
+def _run(task: str, metric: str, values: np.ndarray) -> reader.Run:
     samples = {i: float(v) for i, v in enumerate(values)}
     data = {"results": {task: {f"{metric},none": float(values.mean())}}}
-    return report.Run(Path("."), Path("simulated_results.json"), data, samples={task: {metric: samples}})
+    return reader.Run(Path("."), Path("simulated_results.json"), data, samples={task: {metric: samples}})
 
 
 def flagged_share(kind: Kind, n: int, drop: float, sims: int, rng: np.random.Generator) -> float:
     hits = 0
     for i in range(sims):
         base, new = kind.gen(n, drop, rng)
-        r = report.compare_metric(_run(kind.task, kind.metric, base), _run(kind.task, kind.metric, new), kind.task,
+        r = compare.compare_metric(_run(kind.task, kind.metric, base), _run(kind.task, kind.metric, new), kind.task,
                                   kind.metric, resamples=1000, seed=i)  # fmt: skip
         assert not isinstance(r, str), r
-        hits += report.is_regression(r, ALPHA)
+        hits += compare.is_regression(r, ALPHA)
     return hits / sims
 
 

@@ -340,7 +340,7 @@ def emo_cmd(*args: str) -> list[str]:
 def engine_ceiling(data_root: Path, po_run: Path, srv: JudgeServer, tmp: Path, concurrency: int) -> dict[str, Any]:
     """`judge_groups` in this process over the records the judge stage builds from the predict-only run (the same
     calls), cold caches: what the engine does with no command around it."""
-    from emo_tasks import stage
+    from emo_tasks.judging import stage
     from emo_tasks.mme_emotion.judge import judge_groups
     from emo_tasks.mme_emotion.settings import MMESettings
     from judges import reset_engine

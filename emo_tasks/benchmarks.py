@@ -20,9 +20,9 @@ from emo_tasks.metrics import MetricTable
 
 #: Benchmark key -> module holding its `BENCHMARK` (in report order).
 _MODULES = {
-    "mme": "emo_tasks.mme_emotion.results",
-    "mvei": "emo_tasks.mvei.results",
-    "multiemo": "emo_tasks.multiemo.results",
+    "mme": "emo_tasks.mme_emotion.registry",
+    "mvei": "emo_tasks.mvei.registry",
+    "multiemo": "emo_tasks.multiemo.registry",
 }
 
 
@@ -82,15 +82,15 @@ class Benchmark:
     titles: dict[str, str] = field(default_factory=dict)
     plot_ylabel: str = ""
     #: The module with the lmms-eval hooks the judge stage reuses: load_task(dataset_name, env) -> docs,
-    #: doc_to_text, doc_to_target, process_results, evaluate(records, args) (see emo_tasks/stage.py).
+    #: doc_to_text, doc_to_target, process_results, evaluate(records, args) (see emo_tasks/judging/stage.py).
     hooks: str = ""
     #: How a group pools its subtasks' values (lmms-eval's group aggregation for this benchmark).
     group_aggregate: Callable[..., Any] | None = None
     #: The export formats it offers: format name -> "module:function", the function being
-    #: (run_dir, out_dir, model_name=None, *, pick=None, force=False) -> Path (see emo_tasks/export.py).
+    #: (run_dir, out_dir, model_name=None, *, pick=None, force=False) -> Path (see emo_tasks/results/export.py).
     exports: Mapping[str, str] = field(default_factory=dict)
     #: The module that gives its per-sample judge ratings to `emo-tasks agreement` ("" = no judge to compare); it
-    #: defines the names of `emo_tasks.agreement.JudgeRatings` (see emo_tasks/mme_emotion/agreement.py).
+    #: defines the names of `emo_tasks.judging.agreement.JudgeRatings` (see emo_tasks/mme_emotion/agreement.py).
     judge_ratings: str = ""
     #: (env, extra_judge) -> the parts of the judge setup that can change its numbers ({} = none), for the judge
     #: stage's folder name and results; `extra_judge`: the optional judge stage was asked for (--multiemo-judge).
@@ -125,9 +125,9 @@ def load_object(spec: str) -> Any:
 
 def sample_views(path: Path, results_file: Path, task: str) -> list[SampleView]:
     """One leaf task's samples of a run as its benchmark's viewer reads them ([] for a task no benchmark owns, or
-    whose benchmark has no viewer).  Read once per `memo.remembering()` block (one command that both lists a
+    whose benchmark has no viewer).  Read once per `common.remembering()` block (one command that both lists a
     run's flips and writes its site reads them once)."""
-    from emo_tasks.memo import once
+    from emo_tasks.common import once
 
     bench = benchmark_of(task)
     if bench is None or not bench.view_samples:

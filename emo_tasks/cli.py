@@ -30,7 +30,7 @@ an empty --run, ...), a run folder that does not exist; one line naming the flag
 Agreement input: JSONL, one rating per line, `{"item": "<id>", "rating": <number>}`.  `item` is any string id
 (e.g. "<video_id>#step3"); both files must rate on the same scale; ratings are joined on `item`.  Two run
 folders instead (judge vs judge: the MME-Emotion judge logs of two judges of the same answers): see
-`emo_tasks/agreement.py`; there, 2 = no sample scored in both runs and 3 = unreadable input.
+`emo_tasks/judging/agreement.py`; there, 2 = no sample scored in both runs and 3 = unreadable input.
 """
 
 from __future__ import annotations
@@ -43,8 +43,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import cliargs, report
-from .cliargs import EXIT_BAD_ARGUMENT
+from emo_tasks import cliargs
+from emo_tasks.cliargs import EXIT_BAD_ARGUMENT
+from emo_tasks.gate import compare, plan_gate
+from emo_tasks.judging import dryrun
+from emo_tasks.results import comparable, reader, report
 
 EXIT_PASS, EXIT_REGRESSION, EXIT_NOT_COMPARABLE, EXIT_ERROR = 0, 1, 2, 3
 
@@ -94,10 +97,10 @@ def _parser() -> argparse.ArgumentParser:
     j.add_argument("--audio-model", type=model, help="audio agent model for live clues (default EMO_AUDIO_MODEL)")
     j.add_argument("--multiemo-judge", action="store_true", help="also run MultiEmo's LLM-as-a-judge stage")
     j.add_argument("--dry-run", action="store_true", help="send nothing: requests, cached, tokens and cost")
-    j.add_argument("--price", action="append", default=[], metavar="MODEL=IN/OUT", type=cliargs.price,
+    j.add_argument("--price", action="append", default=[], metavar="MODEL=IN/OUT", type=dryrun.price_arg,
                    help="USD per 1M input/output tokens for the cost estimate (repeatable)")  # fmt: skip
 
-    from .export import add_parser as add_export_parser
+    from emo_tasks.results.export import add_parser as add_export_parser
 
     add_export_parser(sub)
 
@@ -128,7 +131,7 @@ def _parser() -> argparse.ArgumentParser:
                    "distinct one, else date, else given. A run without a key, or two sharing one, under checkpoint "
                    "or date: exit 2. Runs next to each other that `compare` would call not comparable (data, "
                    "prompts, medium, generation settings, judges): exit 2 naming them, unless --allow-mixed. Put it "
-                   "after the RUN_DIRs or give ORDER (emo_tasks/trend.py)")  # fmt: skip
+                   "after the RUN_DIRs or give ORDER (emo_tasks/results/trend.py)")  # fmt: skip
     r.add_argument("--allow-mixed", action="store_true",
                    help="with --trend: draw a trend across runs that are not comparable (another judge setup, data "
                    "version, prompt, medium or generation setting) with a break and a note at each change, Δ "
@@ -188,7 +191,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     g.add_argument("base", metavar="BASE_RUN", type=cliargs.existing(_RUN_DIR),
                    help="the accepted full run (judged), as compare's BASE_RUN")  # fmt: skip
-    g.add_argument("--detect", action="append", default=[], metavar="D|METRIC=D", required=True, type=cliargs.detect,
+    g.add_argument("--detect", action="append", default=[], metavar="D|METRIC=D", required=True,
+                   type=plan_gate.detect_arg,
                    help="the drop to catch, in the metric's units (MME/MVEI points; repeat METRIC=D per metric, e.g. "
                    "--detect 2 --detect srcc=0.02)")  # fmt: skip
     g.add_argument("--power", type=cliargs.power, default=0.8,
@@ -206,7 +210,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--run", dest="pick", metavar="NAME_OR_PATH", type=cliargs.text(_PICK),
                    help="which results of BASE_RUN (as report's --run)")  # fmt: skip
     g.add_argument("--cost", action="store_true", help="also dry-run the judge over the full run and the subset")
-    g.add_argument("--price", action="append", default=[], metavar="MODEL=IN/OUT", type=cliargs.price,
+    g.add_argument("--price", action="append", default=[], metavar="MODEL=IN/OUT", type=dryrun.price_arg,
                    help="USD per 1M input/output tokens, for --cost (repeatable)")  # fmt: skip
     g.add_argument("--out", required=True, metavar="SUBSET.json", help="where to write the subset file",
                    type=cliargs.out_file("a file to write the subset to", parents=True))  # fmt: skip
@@ -217,7 +221,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Two JSONL rating files: judge-vs-human agreement (Spearman, Cohen's kappa, ICC). Two judged "
         "run folders (e.g. RUN/judged/<A> RUN/judged/<B>): judge-vs-judge calibration on the MME-Emotion judge "
         "logs, per task and overall: per-step and last-step agreement and Rec-S/Rea-S/CoT-S of both judges with "
-        "the paired bootstrap CI of B - A (emo_tasks/agreement.py). Run form exit codes: 0 ok, 2 no sample "
+        "the paired bootstrap CI of B - A (emo_tasks/judging/agreement.py). Run form exit codes: 0 ok, 2 no sample "
         "scored in both runs, 3 unreadable input; a bad argument (a missing file or folder, a bad value) is 3 in "
         "both forms.",
     )
@@ -242,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "judge":
         return cmd_judge(args)
     if args.command == "export":
-        from .export import main_export
+        from emo_tasks.results.export import main_export
 
         return main_export(args)
     if args.command == "view":
@@ -257,10 +261,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "plan-gate":
             return cmd_plan_gate(args)
         return cmd_agreement(args)
-    except report.InputError as exc:
+    except reader.InputError as exc:
         print(f"emo-tasks {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    except report.ReportError as exc:
+    except reader.ReportError as exc:
         print(f"emo-tasks {args.command}: {exc}", file=sys.stderr)
         return EXIT_NOT_COMPARABLE
     except Exception as exc:  # noqa: BLE001 - a crash must not read as a regression (exit 1) in CI
@@ -277,9 +281,9 @@ def _emit(text: str, out: str | None) -> None:
 
 
 def cmd_judge(args: argparse.Namespace) -> int:
-    """The judge stage (emo_tasks/stage.py); its exit code: 0 done, 2 refused, 3 error."""
-    from . import stage
-    from .dryrun import parse_prices
+    """The judge stage (emo_tasks/judging/stage.py); its exit code: 0 done, 2 refused, 3 error."""
+    from emo_tasks.judging import stage
+    from emo_tasks.judging.dryrun import parse_prices
 
     try:
         prices = parse_prices(args.price)
@@ -310,10 +314,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.trend and args.format == "csv":
         print("emo-tasks report: --trend is not available with --format csv (use md or json)", file=sys.stderr)
         return EXIT_NOT_COMPARABLE
-    runs = [report.load_run(p, args.pick) for p in args.runs]
-    report.label_runs(runs)
+    runs = [reader.load_run(p, args.pick) for p in args.runs]
+    reader.label_runs(runs)
     if args.trend:
-        from . import trend
+        from emo_tasks.results import trend
 
         ordering = trend.order_runs(runs, args.trend)
         changes, notes = trend.check_comparable(ordering, args.allow_mixed)  # compare's rule: refused, or a break
@@ -328,7 +332,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             print(f"emo-tasks report: trend note: {note}", file=sys.stderr)
         series = trend.trend_rows(runs, args.resamples, args.seed, [c.index for c in changes])
     for run in runs:
-        print(f"emo-tasks report: {run.label}: {report.describe(run)}", file=sys.stderr)
+        print(f"emo-tasks report: {run.label}: {reader.describe(run)}", file=sys.stderr)
     if args.format == "md":
         text = report.render_markdown(runs, report.build_tables(runs, args.resamples, args.seed))
         if args.trend:
@@ -353,33 +357,33 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_plan_gate(args: argparse.Namespace) -> int:
-    """Write the subset file and print the plan (`emo_tasks.gate_plan`); 2 when no plan can be made."""
-    from . import gate_plan
-    from .dryrun import parse_prices
-    from .settings import environ
-    from .stage_plan import StageError
+    """Write the subset file and print the plan (`emo_tasks.gate.plan_gate`); 2 when no plan can be made."""
+    from emo_tasks.gate import plan_gate
+    from emo_tasks.judging.dryrun import parse_prices
+    from emo_tasks.judging.stage_types import StageError
+    from emo_tasks.settings import environ
 
     try:  # the parser checked --detect, --power and --alpha (cliargs); a bad one is a bad argument, 3, not 2
-        detect = gate_plan.parse_detect(args.detect)
-    except gate_plan.PlanError as exc:
+        detect = plan_gate.parse_detect(args.detect)
+    except plan_gate.PlanError as exc:
         print(f"emo-tasks plan-gate: error: {exc}", file=sys.stderr)
         return EXIT_BAD_ARGUMENT
     try:
         tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
-        plan = gate_plan.plan_gate(args.base, detect, power=args.power, alpha=args.alpha, second_dir=args.second,
+        plan = plan_gate.plan_gate(args.base, detect, power=args.power, alpha=args.alpha, second_dir=args.second,
                                    tasks=tasks, seed=args.seed, name=args.name, pick=args.pick)  # fmt: skip
-    except gate_plan.PlanError as exc:
+    except plan_gate.PlanError as exc:
         print(f"emo-tasks plan-gate: {exc}", file=sys.stderr)
         return EXIT_NOT_COMPARABLE
-    print(gate_plan.render(plan))
-    path = gate_plan.write(plan, args.out)
+    print(plan_gate.render(plan))
+    path = plan_gate.write(plan, args.out)
     print(f"\nwrote {path}: run lmms-eval with EMO_SUBSET={path}, then `emo-tasks compare {args.base} NEW_RUN`")
     if args.cost:
         try:
             prices, env = parse_prices(args.price), environ()
-            full = gate_plan.dry_run_cost(plan, None, prices, env)
+            full = plan_gate.dry_run_cost(plan, None, prices, env)
             print("\njudge cost of the full run (dry run over BASE_RUN's answers, nothing cached):", full, sep="\n")
-            part = gate_plan.dry_run_cost(plan, plan.rows(), prices, env)
+            part = plan_gate.dry_run_cost(plan, plan.rows(), prices, env)
             print("\njudge cost of the subset:", part, sep="\n")
         except StageError as exc:
             print(f"emo-tasks plan-gate: --cost: {exc} (the subset file is written)", file=sys.stderr)
@@ -394,29 +398,29 @@ def _fmt(x: float | None, digits: int = 3) -> str:
 def cmd_compare(args: argparse.Namespace) -> int:
     """Exit 1 on a significant drop beyond --max-drop; 2 when the runs are not comparable (unless --force): data,
     prompts or judges differ, a data hash differs, too many judge failures or too little paired coverage."""
-    base = report.load_run(args.base, args.base_run)
-    new = report.load_run(args.new, args.new_run)
-    print(f"base: {report.describe(base)}\nnew:  {report.describe(new)}")
+    base = reader.load_run(args.base, args.base_run)
+    new = reader.load_run(args.new, args.new_run)
+    print(f"base: {reader.describe(base)}\nnew:  {reader.describe(new)}")
     if args.metric:
-        pairs, unmatched = report.select_metrics(base, new, args.metric)
+        pairs, unmatched = compare.select_metrics(base, new, args.metric)
         if unmatched:
             print(f"emo-tasks compare: no metric {', '.join(unmatched)} in both runs", file=sys.stderr)
             return EXIT_NOT_COMPARABLE
     else:
-        pairs = report.default_metrics(base, new)
+        pairs = compare.default_metrics(base, new)
     tasks = sorted({t for t, _ in pairs})
     # the one rule `report --trend` uses too: data, prompts, medium, generation settings, judges, data hashes
-    comparable = report.comparability(base, new, tasks)
-    reasons = [d.line for d in comparable.setup]
+    found = comparable.comparability(base, new, tasks)
+    reasons = [d.line for d in found.setup]
     if not args.metric:
-        reasons.extend(report.one_sided_headlines(base, new))
+        reasons.extend(compare.one_sided_headlines(base, new))
     if not pairs and not reasons:
         reasons.append("data: no metric is present in both runs")
     # judge failures: over the picked metrics' tasks with --metric, else over every task both runs have
     shared = tasks if args.metric else sorted(t for t in set(base.results) & set(new.results) if report.benchmark_of(t))
-    reasons.extend(d.line for d in comparable.data)
-    unchecked = comparable.unchecked
-    failures = {side: report.failure_share(run, shared) for side, run in (("base", base), ("new", new))}
+    reasons.extend(d.line for d in found.data)
+    unchecked = found.unchecked
+    failures = {side: reader.failure_share(run, shared) for side, run in (("base", base), ("new", new))}
     for side, got in failures.items():
         if got and got[1] and got[0] / got[1] > args.max_failure_share:
             reasons.append(
@@ -426,7 +430,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             )
     results, skipped = [], []
     for task, metric in pairs:
-        r = report.compare_metric(base, new, task, metric, args.resamples, args.seed)
+        r = compare.compare_metric(base, new, task, metric, args.resamples, args.seed)
         if isinstance(r, str):
             (reasons if r.startswith("data:") else skipped).append(r)
             continue
@@ -445,7 +449,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             "--log_samples to record it)",
             file=sys.stderr,
         )
-    for note in comparable.notes:
+    for note in found.notes:
         print(f"note: {note}", file=sys.stderr)
     if reasons and not args.force:
         print("emo-tasks compare: the runs are not comparable (use --force to compare anyway):", file=sys.stderr)
@@ -461,7 +465,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     header = ["task", "metric", "base", "new", "delta", "95% CI", "p", "n paired (base/new)", "test", "verdict"]
     rows, failed = [], []
     for r in results:
-        regression = report.is_regression(r, args.alpha, args.max_drop)
+        regression = compare.is_regression(r, args.alpha, args.max_drop)
         significant = r.p_value < args.alpha
         verdict = (
             "REGRESSION"
@@ -494,11 +498,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     )
     _print_failures(failures, out=sys.stdout)
     _print_power(new, results, args.alpha)
-    from .memo import remembering
+    from emo_tasks.common import remembering
 
     with remembering():  # the flips and the site read each run's files once
         if failed:
-            _print_flips(base, new, sorted({t for r in failed for t in report.leaves(base, r.task)}))
+            _print_flips(base, new, sorted({t for r in failed for t in reader.leaves(base, r.task)}))
         viewed = _write_view(args) if args.view else EXIT_PASS
     if failed:
         names = ", ".join(f"{r.task}:{r.metric}" for r in failed)
@@ -507,7 +511,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return viewed
 
 
-def _print_power(new: report.Run, results: Sequence[report.Comparison], alpha: float) -> None:
+def _print_power(new: reader.Run, results: Sequence[compare.Comparison], alpha: float) -> None:
     """What a pass means, on every verdict: the drop each test would have caught with probability 0.8 (from its
     rows' observed paired spread); for a run on a planned subset, what was planned and the power these rows reach
     for each planned drop (from their observed paired spread, not the plan's estimate), said plainly when it is
@@ -545,7 +549,7 @@ def _print_power(new: report.Run, results: Sequence[report.Comparison], alpha: f
                  if expected else ""))  # fmt: skip
         reached = []
         for r in results:
-            on_it = any((new.subset(t) or {}).get("name") == name for t in report.leaves(new, r.task))
+            on_it = any((new.subset(t) or {}).get("name") == name for t in reader.leaves(new, r.task))
             if not on_it or r.metric not in detect:
                 continue
             d, got = detect[r.metric], r.power_for(detect[r.metric], alpha)
@@ -572,9 +576,9 @@ def _print_power(new: report.Run, results: Sequence[report.Comparison], alpha: f
 N_FLIPS = 10
 
 
-def _print_flips(base: report.Run, new: report.Run, tasks: Sequence[str]) -> None:
-    """The largest flips of the regressed tasks (`emo_tasks.flips`, as the view's comparison page lists them)."""
-    from .flips import run_flips
+def _print_flips(base: reader.Run, new: reader.Run, tasks: Sequence[str]) -> None:
+    """The largest flips of the regressed tasks (`emo_tasks.gate.flips`, as the view's comparison page lists them)."""
+    from emo_tasks.gate.flips import run_flips
 
     try:
         flips = run_flips(base, new, tasks)
@@ -593,7 +597,8 @@ def _print_flips(base: report.Run, new: report.Run, tasks: Sequence[str]) -> Non
 
 def _write_view(args: argparse.Namespace) -> int:
     """`--view DIR`: the site over BASE and NEW (`emo-tasks view`); 0 written, else view's own exit code."""
-    from .export import ExportError, ExportRefused
+    from emo_tasks.results.export import ExportError, ExportRefused
+
     from .site.command import EXIT_OK, build_site
 
     try:
@@ -617,11 +622,11 @@ def _read_ratings(path: str) -> dict[str, float]:
     """item -> rating; a malformed line or a repeated item is an error naming the line."""
     out: dict[str, float] = {}
     if not Path(path).exists():  # a bad argument (exit 3), as a missing run folder is in the run form
-        raise report.InputError(f"{path}: no such file")
+        raise reader.InputError(f"{path}: no such file")
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except OSError as exc:
-        raise report.ReportError(f"{path}: {exc}") from exc
+        raise reader.ReportError(f"{path}: {exc}") from exc
     for i, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -629,11 +634,11 @@ def _read_ratings(path: str) -> dict[str, float]:
             obj = json.loads(line)
             item, rating = str(obj["item"]), float(obj["rating"])
         except (ValueError, KeyError, TypeError) as exc:
-            raise report.ReportError(f'{path}:{i}: expected {{"item": "<id>", "rating": <number>}} ({exc})') from exc
+            raise reader.ReportError(f'{path}:{i}: expected {{"item": "<id>", "rating": <number>}} ({exc})') from exc
         if not math.isfinite(rating):
-            raise report.ReportError(f"{path}:{i}: rating must be a finite number")
+            raise reader.ReportError(f"{path}:{i}: rating must be a finite number")
         if item in out:
-            raise report.ReportError(f"{path}:{i}: item {item!r} is rated twice")
+            raise reader.ReportError(f"{path}:{i}: item {item!r} is rated twice")
         out[item] = rating
     return out
 
@@ -647,10 +652,11 @@ def _measure(fn: Any, *a: Any) -> float | str:
 
 def cmd_agreement(args: argparse.Namespace) -> int:
     """Spearman, Cohen's kappa and ICC on the items both files rate; exit 2 when they share none.  Two run folders:
-    judge-vs-judge calibration (`emo_tasks.agreement`; exit 2 no shared scored sample, 3 unreadable input)."""
+    judge-vs-judge calibration (`emo_tasks.judging.agreement`; exit 2 no shared scored sample, 3 unreadable input)."""
     import numpy as np
 
-    from . import agreement, stats
+    from emo_tasks.judging import agreement
+    from emo_tasks.results import stats
 
     if agreement.is_run_form(args.judge, args.human):
         return agreement.run_cli(

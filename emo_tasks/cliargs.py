@@ -42,7 +42,7 @@ class Parser(argparse.ArgumentParser):
         return parsed, extras
 
 
-def _bad(text: str, accepted: str) -> argparse.ArgumentTypeError:
+def bad(text: str, accepted: str) -> argparse.ArgumentTypeError:
     """argparse prefixes `argument --flag: `, so the line says the flag, the value and what is accepted."""
     return argparse.ArgumentTypeError(f"{text!r}: expected {accepted}")
 
@@ -73,9 +73,9 @@ def number(
         try:
             x = float(text)
         except ValueError:
-            raise _bad(text, accepted) from None
+            raise bad(text, accepted) from None
         if not (math.isfinite(x) and _bound(x, low, high, low_open, high_open)):
-            raise _bad(text, accepted)
+            raise bad(text, accepted)
         return x
 
     parse.__name__ = "number"
@@ -90,9 +90,9 @@ def integer(low: int | None = None) -> Callable[[str], int]:
         try:
             n = int(text)
         except ValueError:
-            raise _bad(text, accepted) from None
+            raise bad(text, accepted) from None
         if low is not None and n < low:
-            raise _bad(text, accepted)
+            raise bad(text, accepted)
         return n
 
     parse.__name__ = "integer"
@@ -101,7 +101,7 @@ def integer(low: int | None = None) -> Callable[[str], int]:
 
 #: A share of samples or judgements (--max-failure-share, --min-coverage).
 share = number(0, 1)
-#: A significance level (compare's and plan-gate's --alpha): 0 flags nothing, 1 everything (emo_tasks.gate).
+#: A significance level (compare's and plan-gate's --alpha): 0 flags nothing, 1 everything (emo_tasks.gate.power).
 alpha = number(0, 1, low_open=True, high_open=True)
 #: plan-gate's --power: what `emo_tasks.gate.required_rows` plans for (below 0.5 a plan is no gate).
 power = number(0.5, 1, high_open=True)
@@ -118,7 +118,7 @@ def _checked(kind: str, ok: Callable[[str], bool], what: str) -> Callable[[str],
 
     def parse(value: str) -> str:
         if not ok(value):
-            raise _bad(value, what)
+            raise bad(value, what)
         return value
 
     parse.__name__ = kind
@@ -201,26 +201,3 @@ def out_file(what: str, parents: bool = False, plot: bool = False) -> Callable[[
 
     parse.__name__ = "out_file"
     return parse
-
-
-def detect(spec: str) -> str:
-    """plan-gate's `--detect D` / `--detect METRIC=D` (`gate_plan.parse_detect`'s rule): a finite drop > 0."""
-    from .gate_plan import PlanError, parse_detect
-
-    try:
-        parse_detect([spec])
-    except PlanError:
-        raise _bad(spec, "D or METRIC=D, a finite drop > 0 in the metric's units (e.g. 2, srcc=0.02)") from None
-    return spec
-
-
-def price(spec: str) -> str:
-    """`--price MODEL=IN/OUT` (`dryrun.parse_prices`' rule): USD per 1M tokens, finite and >= 0."""
-    from .dryrun import _PRICE_HELP, parse_prices
-    from .stage_plan import StageError
-
-    try:
-        parse_prices([spec])
-    except StageError:
-        raise argparse.ArgumentTypeError(f"{spec!r}: {_PRICE_HELP}") from None
-    return spec

@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from emo_tasks.benchmarks import SampleReader, SampleValues
-from emo_tasks.common import DataError, atomic_write_text, sample_dir
-from emo_tasks.memo import once
+from emo_tasks.common import DataError, atomic_write_text, once, sample_dir
 from emo_tasks.settings import SettingsError
 
 SOURCES = ("benchmark", "sample")
@@ -177,7 +176,7 @@ def read_jsonl_rows(path: Path) -> list[dict[str, Any]]:
 def read_jsonl_numbered(path: Path) -> list[tuple[int, Any]]:
     """(line number, value) of every non-blank line, numbered as an editor numbers them (blank lines count), so a
     message can point at the line a user must fix; a line that is not JSON raises DataError naming it.  Parsed
-    once per `memo.remembering()` block (the values are shared: do not change them)."""
+    once per `common.remembering()` block (the values are shared: do not change them)."""
     return list(once("jsonl", path, lambda: _read_jsonl_numbered(path)))
 
 
@@ -221,7 +220,7 @@ def read_sample_log(path: Path) -> list[dict[str, Any]]:
 def sample_log_values(
     log: Path, values_of: Callable[[list[dict[str, Any]]], dict[str, dict[Any, float]]]
 ) -> dict[str, dict[Any, float]]:
-    """`values_of` the lines of a sample log (`read_sample_log`), computed once per `memo.remembering()` block: the
+    """`values_of` the lines of a sample log (`read_sample_log`), computed once per `common.remembering()` block: the
     report and the viewer of one command share them."""
     return once(("sample-values", values_of), log, lambda: values_of(read_sample_log(log)))
 

@@ -184,7 +184,7 @@ def sample_video_frames(path: str | Path, interval_s: float = 1.0, max_frames: i
     stops at the last kept frame, and when the stream's keyframes are dense enough to win, each kept frame is
     reached by decoding from the keyframe before it instead of from the start (`_sample_by_keyframes`); either
     way, the frames no other frame refers to (x264's non-reference B-frames) are not decoded unless kept.  The
-    frames are the same ones, pixel for pixel (tests/test_frames.py checks every container and codec we
+    frames are the same ones, pixel for pixel (tests/judges/test_frames.py checks every container and codec we
     support).  Raises with the file name when the file is missing or no frame can be decoded.
     """
     import av
@@ -353,7 +353,7 @@ def _jump_plan(packets: list[Any], step: int, max_frames: int) -> list[tuple[int
 
 #: Let the decoder skip the frames no other frame refers to (False: decode them; tests and benchmarks compare).
 _SKIP_NONREF = True
-#: Decoders whose non-reference skipping ("NONREF") tests/test_frames.py shows to skip frames and leave every
+#: Decoders whose non-reference skipping ("NONREF") tests/judges/test_frames.py shows to skip frames and leave every
 #: other frame unchanged: H.264 (nal_ref_idc 0: x264's non-reference B-frames), HEVC (sub-layer non-reference
 #: pictures), MPEG-4 part 2 (B-frames).  Not VP8/VP9: libvpx's usual streams have no frame that refreshes no
 #: reference buffer (nothing to skip), and no test shows the skipping there.

@@ -138,7 +138,7 @@ def run_emo(env: dict[str, str], *args: str, timeout: float = 900) -> subprocess
 
 
 def icc21_reference(x: Any) -> float:
-    """Shrout & Fleiss ICC(2,1) of an n x k ratings array, written out independently of emo_tasks.stats (the
+    """Shrout & Fleiss ICC(2,1) of an n x k ratings array, written out independently of emo_tasks.results.stats (the
     reference the agreement and report tests check it against)."""
     n, k = x.shape
     grand = x.mean()

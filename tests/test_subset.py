@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import with_mme_sample
 
-from emo_tasks import gate, gate_plan, subset
+from emo_tasks import subset
 from emo_tasks.common import DataError
+from emo_tasks.gate import plan_gate, power
 from emo_tasks.mme_emotion import hooks as mme
 from emo_tasks.multiemo import hooks as multiemo
 from emo_tasks.mvei import hooks as mvei
@@ -121,18 +122,18 @@ def test_the_record_and_the_stage_reapplying_it(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------------ the plan
 def test_proportional_allocation_by_largest_remainder() -> None:
     # 10 of 30: exact shares 5.0, 3.333, 1.667 -> 5, 3, 2 (the larger remainder gets the spare row)
-    assert gate_plan.allocate({"a": 15, "b": 10, "c": 5}, 10) == {"a": 5, "b": 3, "c": 2}
+    assert plan_gate.allocate({"a": 15, "b": 10, "c": 5}, 10) == {"a": 5, "b": 3, "c": 2}
     # 4 of 9 in three strata of 3: 1.333 each -> one spare row to the first name among equal remainders
-    assert gate_plan.allocate({"y": 3, "x": 3, "z": 3}, 4) == {"x": 2, "y": 1, "z": 1}
-    assert gate_plan.allocate({"a": 2, "b": 1}, 5) == {"a": 2, "b": 1}  # more than there is: all of it
-    assert sum(gate_plan.allocate({str(i): i + 1 for i in range(17)}, 50).values()) == 50
+    assert plan_gate.allocate({"y": 3, "x": 3, "z": 3}, 4) == {"x": 2, "y": 1, "z": 1}
+    assert plan_gate.allocate({"a": 2, "b": 1}, 5) == {"a": 2, "b": 1}  # more than there is: all of it
+    assert sum(plan_gate.allocate({str(i): i + 1 for i in range(17)}, 50).values()) == 50
 
 
 def test_the_draw_is_stratified_and_reproducible() -> None:
     units = [(f"u{i}", "common" if i < 80 else "rare") for i in range(100)]
-    first = gate_plan.draw(units, 20, seed=0, task="t")
-    assert first == gate_plan.draw(list(reversed(units)), 20, seed=0, task="t")  # order-free, seeded
-    assert first != gate_plan.draw(units, 20, seed=1, task="t")
+    first = plan_gate.draw(units, 20, seed=0, task="t")
+    assert first == plan_gate.draw(list(reversed(units)), 20, seed=0, task="t")  # order-free, seeded
+    assert first != plan_gate.draw(units, 20, seed=1, task="t")
     assert len(first) == 20
     assert sum(1 for u in first if int(u[1:]) >= 80) == 4  # the rare stratum's 20 % of the rows
 
@@ -140,21 +141,21 @@ def test_the_draw_is_stratified_and_reproducible() -> None:
 def test_detectable_drop_inverts_the_planned_size() -> None:
     z = 1.959963984540054 + 0.8416212335729143
     # hand-computed: n 49, sd_0 10, no step: D = z * 10 / 7
-    assert gate.detectable_drop(49, 10.0) == pytest.approx(z * 10 / 7)
+    assert power.detectable_drop(49, 10.0) == pytest.approx(z * 10 / 7)
     # with a step: D solves D = z sqrt(sd^2 + s D) / sqrt(n); the rows required for that D are n again
-    d = gate.detectable_drop(200, 30.0, 50.0)
+    d = power.detectable_drop(200, 30.0, 50.0)
     assert d == pytest.approx(z * math.sqrt(30.0**2 + 50.0 * d) / math.sqrt(200))
-    assert gate.required_rows(math.sqrt(30.0**2 + 50.0 * d), d) == 200
-    assert gate.detectable_drop(200, 0.0, 0.0) == 0.0
+    assert power.required_rows(math.sqrt(30.0**2 + 50.0 * d), d) == 200
+    assert power.detectable_drop(200, 0.0, 0.0) == 0.0
 
 
 def test_detect_specs() -> None:
-    assert gate_plan.parse_detect(["2", "srcc=0.02"]) == {None: 2.0, "srcc": 0.02}
+    assert plan_gate.parse_detect(["2", "srcc=0.02"]) == {None: 2.0, "srcc": 0.02}
     for bad in (["0"], ["x=-1"], ["nan"], ["inf"], ["two"]):
-        with pytest.raises(gate_plan.PlanError):
-            gate_plan.parse_detect(bad)
-    with pytest.raises(gate_plan.PlanError, match="required"):
-        gate_plan.parse_detect([])
+        with pytest.raises(plan_gate.PlanError):
+            plan_gate.parse_detect(bad)
+    with pytest.raises(plan_gate.PlanError, match="required"):
+        plan_gate.parse_detect([])
 
 
 def test_a_subset_needs_only_its_own_videos(tmp_path: Path) -> None:
@@ -169,37 +170,37 @@ def test_a_subset_needs_only_its_own_videos(tmp_path: Path) -> None:
 
 def test_the_cost_dry_run_reads_the_answers_of_a_judged_result() -> None:
     # `emo-tasks judge` writes RUN/judged/<setup>/<stamp>_results.json; the answers are RUN's
-    assert gate_plan.answers_folder("/x/run/judged/j-1/20261201_results.json") == Path("/x/run")
-    assert gate_plan.answers_folder("/x/judged/run/judged/j/r_results.json") == Path("/x/judged/run")
-    assert gate_plan.answers_folder("/x/run/model/20261201_results.json") == Path("/x/run/model")
+    assert plan_gate.answers_folder("/x/run/judged/j-1/20261201_results.json") == Path("/x/run")
+    assert plan_gate.answers_folder("/x/judged/run/judged/j/r_results.json") == Path("/x/judged/run")
+    assert plan_gate.answers_folder("/x/run/model/20261201_results.json") == Path("/x/run/model")
 
 
 def test_every_leaf_task_gets_a_row_then_its_categories_share_them() -> None:
     # 8 tasks of 2 rows, each row its own category, 5 rows asked: one-level allocation over the 16 categories
     # leaves 11 of them (and so at least 3 tasks) empty, and lmms-eval cannot run a task with no rows
     groups = {f"t{i}": {f"t{i}/a": 1, f"t{i}/b": 1} for i in range(8)}
-    counts = gate_plan.allocate_in_groups(groups, 5)
+    counts = plan_gate.allocate_in_groups(groups, 5)
     per_task = {g: sum(counts[h] for h in strata) for g, strata in groups.items()}
     assert per_task == {g: 1 for g in groups}  # fewer rows than tasks: one row per task
     # proportional over the tasks first (60 / 30 / 10 rows -> 6 / 3 / 1 of 10), then within each task
     groups = {"big": {"big/x": 40, "big/y": 20}, "mid": {"mid/x": 30}, "small": {"small/x": 5, "small/y": 5}}
-    counts = gate_plan.allocate_in_groups(groups, 10)
+    counts = plan_gate.allocate_in_groups(groups, 10)
     assert counts == {"big/x": 4, "big/y": 2, "mid/x": 3, "small/x": 1, "small/y": 0}
     # a task whose proportional share rounds to 0 gets one row, taken from the largest share
     groups = {"a": {"a/x": 97}, "b": {"b/x": 2}, "c": {"c/x": 1}}
-    assert gate_plan.allocate_in_groups(groups, 4) == {"a/x": 2, "b/x": 1, "c/x": 1}
+    assert plan_gate.allocate_in_groups(groups, 4) == {"a/x": 2, "b/x": 1, "c/x": 1}
     units = [(f"t{i}\0r{j}", f"t{i}/{j}") for i in range(8) for j in range(2)]
-    chosen = gate_plan.draw(units, 8, seed=0, task="g", group_of=lambda s: s.split("/", 1)[0])
+    chosen = plan_gate.draw(units, 8, seed=0, task="g", group_of=lambda s: s.split("/", 1)[0])
     assert sorted(k.split("\0")[0] for k in chosen) == [f"t{i}" for i in range(8)]
 
 
 def test_plan_gate_says_why_a_base_run_has_no_values_to_plan_from() -> None:
-    from emo_tasks.report import Run
+    from emo_tasks.results.reader import Run
 
     def run(results: dict) -> Run:
         return Run(Path("base"), Path("base/r_results.json"), {"results": {"t": results}})
 
-    failed = gate_plan._why_no_values(run({"n_scored,none": 0, "n_judge_failed,none": 16}), "t")
+    failed = plan_gate._why_no_values(run({"n_scored,none": 0, "n_judge_failed,none": 16}), "t")
     assert "every judgement of the base run failed (n_judge_failed 16)" in failed
-    predict_only = gate_plan._why_no_values(run({"n_scored,none": None, "n_judge_failed,none": None}), "t")
+    predict_only = plan_gate._why_no_values(run({"n_scored,none": None, "n_judge_failed,none": None}), "t")
     assert "--predict_only" in predict_only and "failed" not in predict_only

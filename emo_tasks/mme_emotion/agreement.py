@@ -1,9 +1,9 @@
 """MME-Emotion's judge ratings for `emo-tasks agreement RUN_A RUN_B`: what its judge logs hold and how two judges'
 rows of one sample are compared.  The comparison itself - finding the newest judged result, the setup check and
-refusals, pairing, the statistics, the text and the JSON schema, exit codes - is generic: `emo_tasks/agreement.py`,
-which finds this module through the registry (`results.BENCHMARK.judge_ratings`) and uses its module-level names,
-those of `emo_tasks.agreement.JudgeRatings`: TITLE, LOGS, SETUP_FIELDS, SCORES, judge_logs, log_stamp, task_order,
-task_title, read_task and pair_notes.
+refusals, pairing, the statistics, the text and the JSON schema, exit codes - is generic:
+`emo_tasks/judging/agreement.py`, which finds this module through the registry (`registry.BENCHMARK.judge_ratings`)
+and uses its module-level names, those of `emo_tasks.judging.agreement.JudgeRatings`: TITLE, LOGS, SETUP_FIELDS,
+SCORES, judge_logs, log_stamp, task_order, task_title, read_task and pair_notes.
 
 - logs: per task, the newest `emo_tasks_judge/[sample_]<task>_<stamp>_judge.jsonl` of a results folder (as
   `results.judge_logs` finds them; one log may cover several tasks) and the `_summary.json` beside it (alpha, judge
@@ -33,11 +33,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.agreement import SCORED, InputError, Sample, TaskLog, read_summary
+from emo_tasks.judging.agreement import SCORED, InputError, Sample, TaskLog, read_summary
 
 from .protocol import spec_for
-from .results import TASKS, TITLES
-from .results import judge_logs as judge_logs  # the interface's: newest log per task
+from .registry import TASKS, TITLES
+from .registry import judge_logs as judge_logs  # the interface's: newest log per task
 from .scoring import DEFAULT_ALPHA, TABLE, rating_value
 
 TITLE = "MME-Emotion"

@@ -1,5 +1,5 @@
 """The MME-Emotion export format, `emo-tasks export RUN_DIR --format mme-official` (the generic part, the command
-line, the export folder and provenance.json: `emo_tasks/export.py`).
+line, the export folder and provenance.json: `emo_tasks/results/export.py`).
 
 mme-official (FunAudioLLM/MME-Emotion; needs a judged run: `emo_tasks_judge/*_judge.jsonl`)
 ------------------------------------------------------------------------------------------------
@@ -40,7 +40,7 @@ mme-official (FunAudioLLM/MME-Emotion; needs a judged run: `emo_tasks_judge/*_ju
   our pipeline used (`:\\s*(\\d+)/(\\d+)`); 0 with a well-behaved judge.
 
 Beside these files every export folder holds `provenance.json`, `summary.json` and `README.md`
-(`emo_tasks/export.py`).
+(`emo_tasks/results/export.py`).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.export import (
+from emo_tasks.results.export import (
     STR_OR_NONE,
     ExportError,
     ExportRefused,
@@ -92,7 +92,8 @@ ER_WILD_CATEGORIES = {
     "surprised": "surprise",
 }
 
-#: Field -> type(s) of every JSON file this format writes (`emo_tasks.export.check_schema(record, kind, SCHEMAS)`).
+#: Field -> type(s) of every JSON file this format writes (`emo_tasks.results.export.check_schema(record, kind,
+#: SCHEMAS)`).
 SCHEMAS: dict[str, dict[str, Any]] = {
     "mme_response": {"video_id": str, "ground_truth": str, "model_response": str},
     "mme_step": {"video_id": str, "ground_truth": str, "model_response": str, "step": STR_OR_NONE},
@@ -238,7 +239,7 @@ def _mme_rows(run: Any) -> dict[str, tuple[str, list[dict[str, Any]], dict[str, 
     """Official key -> (lmms-eval leaf task, its judge-log rows in row order, its summary).  The log of a task is
     the newest one of the run's emo_tasks_judge/ that is this run's (`results.not_this_runs`); ExportRefused when the
     folder holds judge logs of the task and none is."""
-    from emo_tasks.mme_emotion.results import TITLES, all_judge_logs, not_this_runs, task_rows
+    from emo_tasks.mme_emotion.registry import TITLES, all_judge_logs, not_this_runs, task_rows
 
     logs = all_judge_logs(run.path)
     found: dict[str, tuple[str, list[dict[str, Any]], dict[str, Any]]] = {}
@@ -286,7 +287,7 @@ def export_mme_official(
 ) -> Path:
     """The official MME-Emotion tree of a judged run (formats in the module docstring); returns `out_dir`.
     `pick`: the results file to use when RUN_DIR holds several (--run); `force`: replace an earlier export."""
-    from emo_tasks.mme_emotion.results import GROUPS, TITLES
+    from emo_tasks.mme_emotion.registry import GROUPS, TITLES
 
     run = export_run(run_dir, pick)
     mme_tasks = [t for t in run.results if t in TITLES]

@@ -12,7 +12,7 @@
   answers and says to run `emo-tasks judge`.
 - `plan` is the dry run of `evaluate`'s judge phase: what it would send and what the cache already answers.
 
-The judge stage (`emo-tasks judge RUN_DIR`, emo_tasks/stage.py) calls the same functions on a logged run:
+The judge stage (`emo-tasks judge RUN_DIR`, emo_tasks/judging/stage.py) calls the same functions on a logged run:
 `load_task`, `doc_to_target` / `doc_to_text` (to check the log against the data), `process_results`, `evaluate`
 and `plan`, so a later judgement gives the numbers an in-process one gives.
 """
@@ -342,7 +342,7 @@ def _evaluate(records: list[dict[str, Any]], settings: MMESettings, args: Any) -
 
 
 def _token_counts(items: Sequence[Mapping[str, Any]], label: str) -> list[int] | None:
-    from emo_tasks.tokens import TokenizerUnavailable, count_tokens
+    from emo_tasks.judging.tokens import TokenizerUnavailable, count_tokens
 
     try:
         return count_tokens(r["answer"] for r in items)
@@ -441,7 +441,7 @@ def plan(
     dict per agent (step, audio with live clues, judge) saying how many requests a run would make, how many the
     cache answers and their token counts; sends nothing.  `settings`: the records' task settings
     (`settings_for`) by default; `engine`: the shared engine for them.  See `plan.plan` for the keys."""
-    from .plan import plan as plan_items
+    from .dry_run import plan as plan_items
 
     settings = settings_for(records) if settings is None else settings
     engine = get_engine(settings.engine) if engine is None else engine

@@ -4,7 +4,7 @@ No I/O, no environment, no network: `score_sample` turns one judgement (or, offl
 numbers, `task_metrics` turns a task's samples into every metric of `TABLE`, and `TABLE` is the one list of the
 metrics (names, directions, headline flags, per-sample values over a judge-log row) that the task YAMLs, the
 aggregation functions and the report are checked against or derived from.  Each function states its edge cases;
-`tests/test_mme_scoring.py` pins them with hand-computed cases and the official script's own behaviour
+`tests/mme_emotion/test_mme_scoring.py` pins them with hand-computed cases and the official script's own behaviour
 (`eval_cot/*/metrics/cal_metrics.py`).
 """
 

@@ -36,7 +36,7 @@ from judges.frames import active_frame_cache, configure_frame_cache, frame_cache
 from judges.media import VideoFramesPart, hash_files
 
 from .judge import FRAME_INTERVAL_S, MAX_FRAMES, frames_part
-from .results import TITLES, log_values, logged_record, own_judge_log
+from .registry import TITLES, log_values, logged_record, own_judge_log
 
 DETAILS = ("step_text", "judge_text", "audio_clue", "failed_stage", "failure_reason", "failure_detail",
            "predicted_labels", "n_steps")  # fmt: skip

@@ -1,5 +1,5 @@
 """The MultiEmo-Bench export format, `emo-tasks export RUN_DIR --format multiemo-table` (the generic part, the
-command line, the export folder and provenance.json: `emo_tasks/export.py`).
+command line, the export folder and provenance.json: `emo_tasks/results/export.py`).
 
 multiemo-table
 --------------
@@ -9,7 +9,7 @@ multiemo-table
 - `multiemo_metrics.md`: the paper-style table (metric | value) from the run's results.json.
 - `summary.json`: `{"format": "multiemo-table", "task", "n_images", "metrics": {...}}`.
 
-Beside these files every export folder holds `provenance.json` and `README.md` (`emo_tasks/export.py`).
+Beside these files every export folder holds `provenance.json` and `README.md` (`emo_tasks/results/export.py`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.export import ExportError, StrPath, finish, model_name_for, run_task_log, staged, write_text
+from emo_tasks.results.export import ExportError, StrPath, finish, model_name_for, run_task_log, staged, write_text
 
 
 def export_multiemo_table(
@@ -30,7 +30,7 @@ def export_multiemo_table(
     export."""
     from emo_tasks.datafiles import read_sample_log
     from emo_tasks.multiemo import scoring
-    from emo_tasks.multiemo.results import reference_images
+    from emo_tasks.multiemo.registry import reference_images
 
     run, task, log = run_task_log(run_dir, "MultiEmo-Bench", ("multiemo", "multiemo_sample"), "precision_ours", pick)
     name = model_name_for(run, model_name)

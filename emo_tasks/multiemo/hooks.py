@@ -196,7 +196,7 @@ def _report(records: Sequence[dict[str, Any]], scores: dict[str, Any], args: Any
 def judge_run_predictions(records: Sequence[dict[str, Any]], settings: MultiEmoSettings | None, out_dir: Any) -> Any:
     """The optional LLM-as-a-judge second stage over this run's answers (`emo-tasks judge --multiemo-judge`):
     `judge_stage.judge_run_predictions`; returns the judged metrics (the judge's scores, not the model's)."""
-    from .judge_stage import judge_run_predictions as judge
+    from .judge import judge_run_predictions as judge
 
     return judge(records, settings, out_dir)
 
@@ -205,6 +205,6 @@ def judge_plan(records: Sequence[dict[str, Any]], settings: MultiEmoSettings | N
     """The dry run of `judge_run_predictions` (`judge_stage.plan`): one dict for its agent, "multiemo_judge".
     (Not named `plan`: the main task sends nothing, so a dry run of the stage without --multiemo-judge lists no
     MultiEmo-Bench agent.)"""
-    from .judge_stage import plan
+    from .judge import plan
 
     return plan(records, settings, engine)

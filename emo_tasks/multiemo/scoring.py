@@ -2,7 +2,7 @@
 
 Pure functions, no I/O.  The protocol (docs/multiemo.md) fixes what is compared; it leaves open how zeros are
 smoothed and what happens to undefined correlations, so those choices are written here once, next to each metric,
-and `tests/test_multiemo_scoring.py` pins them against scipy and hand-computed cases.
+and `tests/multiemo/test_multiemo_scoring.py` pins them against scipy and hand-computed cases.
 
 Whole-benchmark aggregation (`score_images`, `split_half_baseline`) is vectorised over images with numpy: the
 per-image scipy calls cost about a millisecond per image, and 10,344 images x 10 split-half repeats add up.

@@ -16,7 +16,7 @@ from pathlib import Path
 from emo_tasks.benchmarks import SampleView
 from emo_tasks.datafiles import read_sample_log, sample_log, sample_log_values
 
-from .results import images_of, sample_values
+from .registry import images_of, sample_values
 from .scoring import EMOTIONS, dominant_set
 
 #: What each field of an image's view means (the viewer shows it beside the field).

@@ -1,5 +1,5 @@
 """The MVEI export format, `emo-tasks export RUN_DIR --format mvei-official` (the generic part, the command line,
-the export folder and provenance.json: `emo_tasks/export.py`).
+the export folder and provenance.json: `emo_tasks/results/export.py`).
 
 mvei-official (wdqqdw/EmObserver)
 ---------------------------------
@@ -13,7 +13,7 @@ mvei-official (wdqqdw/EmObserver)
   "project_majority": {metric: value} (percent, from results.json)}`.
 
 Beside these files every export folder holds `provenance.json`, `summary.json` and `README.md`
-(`emo_tasks/export.py`).
+(`emo_tasks/results/export.py`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.export import STR_OR_NONE, ExportError, StrPath, finish, model_name_for, run_task_log, staged, write_json
+from emo_tasks.results.export import (
+    STR_OR_NONE,
+    ExportError,
+    StrPath,
+    finish,
+    model_name_for,
+    run_task_log,
+    staged,
+    write_json,
+)
 
 MVEI_FILE = "Std_MVEI_results.json"
 MVEI_KEYS = (
@@ -35,7 +44,8 @@ MVEI_KEYS = (
     "give_up_ratio",
 )
 
-#: Field -> type(s) of every JSON file this format writes (`emo_tasks.export.check_schema(record, kind, SCHEMAS)`).
+#: Field -> type(s) of every JSON file this format writes (`emo_tasks.results.export.check_schema(record, kind,
+#: SCHEMAS)`).
 SCHEMAS: dict[str, dict[str, Any]] = {
     "mvei_record": {
         "image_path": STR_OR_NONE,

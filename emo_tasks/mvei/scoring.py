@@ -4,7 +4,7 @@ Pure functions, no I/O.  `parse_official` is the published keyword rule (the def
 `parse_strict` is a stricter reading whose disagreements with it are reported, never used as the headline number.
 `score_sample` turns one pair's answers into its per-sample unit (a `PairResult`), `task_metrics` gives every
 metric of `TABLE` (the benchmark's one metric list) for a task's pairs.
-`tests/test_mvei_scoring.py` pins every rule below with hand-computed cases.
+`tests/mvei/test_mvei_scoring.py` pins every rule below with hand-computed cases.
 """
 
 from __future__ import annotations

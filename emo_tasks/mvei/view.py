@@ -14,7 +14,7 @@ from pathlib import Path
 from emo_tasks.benchmarks import SampleView
 from emo_tasks.datafiles import read_sample_log, sample_log, sample_log_values
 
-from .results import pair_lines, sample_values
+from .registry import pair_lines, sample_values
 
 #: What each field of a pair's view means (the viewer shows it beside the field).
 FIELD_DOCS = {

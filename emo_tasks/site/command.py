@@ -1,6 +1,6 @@
 """`emo-tasks view RUN [RUN ...] --out DIR [--run NAME_OR_PATH] [--force]`: write the results browser.
 
-The runs are picked by the project's one rule (`report.load_run`, as `report` and `export` pick them); the site is
+The runs are picked by the project's one rule (`reader.load_run`, as `report` and `export` pick them); the site is
 built by `build_site` (the modules of this package, in the order its docstring gives) and written into a hidden
 folder beside --out, then moved into place.  Exit codes: 0 written; 2 refused (a RUN holds no run, or several and
 none was picked with --run; --out not empty without --force, or holding files no site wrote); 3 error (a bad
@@ -19,11 +19,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from emo_tasks import cliargs, report
+from emo_tasks import cliargs
 from emo_tasks.benchmarks import sample_views
-from emo_tasks.export import ExportError, ExportParser, ExportRefused, check_out, read_run
-from emo_tasks.memo import remembering
-from emo_tasks.report import build_tables, label_runs, run_notes
+from emo_tasks.common import remembering
+from emo_tasks.results import reader
+from emo_tasks.results.export import ExportError, ExportParser, ExportRefused, check_out, read_run
+from emo_tasks.results.reader import label_runs
+from emo_tasks.results.report import build_tables, run_notes
 
 from . import media, model
 from .files import MARKER, Redactor, check_target, staged, write_marker, write_script
@@ -95,7 +97,7 @@ def build_site(
     check_out(out)  # the cheap refusals first: before any run is read
     check_target(out, force)
     picks = list(picks) if picks is not None else [pick] * len(run_paths)
-    with remembering():  # the report's reading and the viewers' share each file (memo.py)
+    with remembering():  # the report's reading and the viewers' share each file (common.once)
         return _build(run_paths, out, picks, force, resamples, seed, env, start)
 
 
@@ -190,10 +192,10 @@ def _comparisons(runs: Sequence[Any], tasks: list[model.TaskSamples], resamples:
 
 def _agreement(a: Any, b: Any, resamples: int, seed: int) -> tuple[dict | None, str | None]:
     """`emo-tasks agreement`'s document for two judged results (None and the reason when it has none)."""
-    from emo_tasks import agreement
+    from emo_tasks.judging import agreement
 
     try:
-        ja, jb = (agreement.load_run(report.run_root(r.path, r.results_file)) for r in (a, b))
+        ja, jb = (agreement.load_run(reader.run_root(r.path, r.results_file)) for r in (a, b))
         doc = agreement.compare_runs(ja, jb, resamples=resamples, seed=seed)
     except (agreement.InputError, ValueError, OSError) as exc:
         return None, " ".join(str(exc).split())

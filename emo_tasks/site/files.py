@@ -11,7 +11,7 @@ model output may repeat an environment variable; every string the site writes go
 
 The folder: `--out` must be new or empty; `--force` replaces an earlier site there by removing exactly the files
 its marker (`emo-site.json`) lists, and refuses when anything else is there.  The site is written into a hidden
-folder beside `--out` and moved into place once complete, as `emo-tasks export` does (`emo_tasks.export`, whose
+folder beside `--out` and moved into place once complete, as `emo-tasks export` does (`emo_tasks.results.export`, whose
 folder checks are reused).
 """
 
@@ -28,8 +28,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.export import ExportError, ExportRefused, check_out, files_under, remove_listed
-from emo_tasks.redact import MASK, Redactor  # noqa: F401 - re-exported for the site
+from emo_tasks.results.export import ExportError, ExportRefused, check_out, files_under, remove_listed
+from emo_tasks.results.redact import MASK, Redactor  # noqa: F401 - re-exported for the site
 
 MARKER = "emo-site.json"
 SCHEMA = "emo-tasks-site/1"

@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from emo_tasks.benchmarks import Benchmark, SampleView, all_benchmarks, load_object
-from emo_tasks.flips import changes, compared_metrics, headline_metrics, titles
+from emo_tasks.gate.flips import changes, compared_metrics, headline_metrics, titles
 from emo_tasks.metrics import Metric
-from emo_tasks.report import Cell, Run, Table, describe, run_notes, run_task, task_for_column
+from emo_tasks.results.reader import Run, describe
+from emo_tasks.results.report import Cell, Table, run_notes, run_task, task_for_column
 
 SAMPLES_PER_CHUNK = 500
 #: A category: a string field with at most this many distinct values, each at most this long.

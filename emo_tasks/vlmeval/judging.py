@@ -1,8 +1,8 @@
 """A judged benchmark's evaluation inside VLMEvalKit: its `evaluate` writes the answers as a predict-only run folder
-(`runfolder.write_run`), then runs the judge stage over it (`emo_tasks.stage.judge_run`, the code `emo-tasks judge`
-runs), so the answers are proven to be the run's and judged exactly as an lmms-eval run's are, and a judge failure
-loses nothing: the folder stays, and `emo-tasks judge FOLDER` judges it later.  `EMO_JUDGE=defer` stops after the
-folder is written.
+(`runfolder.write_run`), then runs the judge stage over it (`emo_tasks.judging.stage.judge_run`, the code `emo-tasks
+judge` runs), so the answers are proven to be the run's and judged exactly as an lmms-eval run's are, and a judge
+failure loses nothing: the folder stays, and `emo-tasks judge FOLDER` judges it later.  `EMO_JUDGE=defer` stops after
+the folder is written.
 
 VLMEvalKit's judge settings (`judge_kwargs`, from --judge, --judge-base-url, --judge-key, --judge-api-nproc,
 --judge-retry, --judge-timeout and --judge-args) map onto ours (`judge_env`); what they leave out keeps our settings
@@ -54,7 +54,7 @@ def judge_folder(
     the metrics of `shown` (one of the run's `tasks`, or their group) from its judged results;
     `{"judging_deferred": True}` under EMO_JUDGE=defer.  A refusal or
     an error raises (RuntimeError) naming the folder: VLMEvalKit logs it, and the answers stay there."""
-    from emo_tasks import stage
+    from emo_tasks.judging import stage
 
     if (env.get("EMO_JUDGE") or "").strip().lower() == "defer":
         print(f"emo-tasks: {shown}: judging deferred (EMO_JUDGE=defer): run  emo-tasks judge {folder}", file=sys.stderr)

@@ -32,7 +32,7 @@ def prompt_config(task: str) -> dict[str, Any]:
     does, so `compare` can pair it with an lmms-eval run of the same task.  A `!function` is written as lmms-eval
     writes it ("<function name>", as `compare` reads it without the address)."""
     from emo_tasks.common import FunctionRef, task_configs
-    from emo_tasks.report import PROMPT_FIELDS
+    from emo_tasks.results.reader import PROMPT_FIELDS
 
     conf = task_configs().get(task)
     if conf is None:

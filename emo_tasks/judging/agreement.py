@@ -1,0 +1,739 @@
+"""Judge-vs-judge calibration: `emo-tasks agreement RUN_A RUN_B` on two judged results of the same answers.
+
+Can an open judge (say Qwen2.5-VL-72B) stand in for the paper's GPT-4o?  Judge the same answers with both and
+compare the two per-sample judge logs.  This module is the comparison, for any benchmark; what is the benchmark's
+- where its judge logs are and how their rows are read and checked, a row's per-step ratings, what identifies the
+answer a row judged, the task order and titles, the sample scores and the summary fields that make up a judge
+setup - comes from its judge-ratings module (`Benchmark.judge_ratings` in the registry), which defines the
+module-level names of `JudgeRatings`.  Today that is MME-Emotion's alone: `emo_tasks/mme_emotion/agreement.py`,
+whose docstring says what it reads and how (the examples below are MME-Emotion's).
+
+- input: the newest judge log per task in a results folder's `emo_tasks_judge/` and the summary beside it
+  (MME-Emotion: `[sample_]<task>_<stamp>_judge.jsonl` and `_summary.json`).  A path may hold several judged results
+  (`RUN/emo_tasks_judge/`, `RUN/judged/<slug>/emo_tasks_judge/`, ...): the newest one (newest log stamp) is used and
+  the choice is printed on stderr;
+- judge setup: each side's setup (the benchmark's setup fields; MME-Emotion: judge models per role, protocol,
+  alpha, audio clues, endpoint, judge mode) is read from its summaries, never from a folder name, and printed with
+  the logs.  When the logs of one side record different setups (one folder holding several judges' logs, newest
+  per task), the comparison would mix judges: it is refused (exit 2; pass one `RUN/judged/<one>` per side).  A field
+  a summary does not record is unknown, not a difference.  When A and B record the same setup, stderr warns that
+  only nondeterminism is measured;
+- pairing: samples by (task, row) that are `scored` in both runs and show the same answer (every identifying field
+  both rows record is equal; MME-Emotion: video and answer); samples judged in only one run, not scored in one
+  (judge_failed / offline), or with different answers are counted and left out;
+- (a) `steps`: per-step rating agreement, every step's value paired step by step, over the pairs whose two judges
+  rated the same number of steps (the others are counted in `n_count_mismatch`);
+- (b) `last_step`: the same on the last rating (MME-Emotion: recognition) of every pair;
+- (c) `scores`: the benchmark's sample scores (MME-Emotion: Rec-S, Rea-S, CoT-S x100) of each judge over the pairs,
+  and the seeded paired bootstrap (`emo_tasks.results.stats.paired_bootstrap`) of B - A.  From fewer than 2 pairs there
+  is no interval to estimate (one pair would give a zero-width CI and a tiny p): CI and p are null / `n/a` with a note.
+
+(a) and (b) report n, Spearman's rho, Cohen's kappa (each distinct value, rounded to 9 decimals, is a category),
+the ICC (default ICC(2,1): absolute agreement, so a harsher judge disagrees) and the mean offset B - A.  A measure
+that is undefined (constant ratings, fewer than two pairs) is null with a note; it never stops the report.
+
+Exit codes (one line on stderr each): 0 ok; 2 the runs share no sample scored in both, both paths resolve to the
+same judged result, one side's logs record more than one judge setup, or the two sides hold different benchmarks'
+logs (the reason is printed); 3 unreadable input (a path that is missing or holds no judge log, a malformed log
+line - named by file and line number - or summary).
+
+JSON (`--format json`), schema `emo-tasks/judge-agreement/1` (field names and examples as MME-Emotion gives them)::
+
+    {
+      "schema": "emo-tasks/judge-agreement/1",
+      "icc_form": "ICC(2,1)", "resamples": 1000, "seed": 0, "level": 0.95,
+      "runs": {"a": Run, "b": Run},
+      "tasks": [Block, ...],          # one per task judged in either run, in the paper's order
+      "overall": Block,               # every task's pairs pooled (task = "overall")
+      "notes": [str, ...],            # run-level remarks (different alpha or protocol, same judge model, ...)
+      "same_setup": bool              # A and B record the same judge setup: only nondeterminism is measured
+    }
+    Run = {
+      "path": str,                    # as given
+      "results_dir": str,             # the folder whose emo_tasks_judge/ was read
+      "candidates": [str, ...],       # every judged result found under `path` (newest first)
+      "logs": {task: str},            # the judge log used per task
+      # then what the benchmark shows per task (`TaskLog.shown`); MME-Emotion:
+      "judge_models": {task: {role: model} | null},
+      "alpha": {task: float},         # from the summary; 0.5 when it has none
+      "judge_protocol": {task: str | null},
+      "summaries": {task: str | null},  # the _summary.json read per task (null: none beside the log)
+      "setup": Setup                  # the judge setup those summaries record
+    }
+    Setup = {                         # per field: the value every summary recording it agrees on; null: none does
+      # the benchmark's setup fields (`JudgeRatings.SETUP_FIELDS`); MME-Emotion:
+      "judge_models": {role: model} | null, "judge_protocol": str | null, "alpha": float | null,
+      "audio_clues": str | null, "judge_endpoint": str | null,   # "host[:port]"
+      "judge_mode": str | null,       # api | offline | defer
+      "api_models": {role: [model id the API reported, ...]} | null,
+      "differs": [field, ...]         # fields the summaries disagree on (their value is null); `agreement` refuses
+    }
+    Block = {
+      "task": str, "title": str,      # "mme_emotion_er_lab", "ER-Lab" ("[sample]" for the sample tasks)
+      "status": {"a": {status: count}, "b": {status: count}},   # every row of the task in each log
+      "n_paired": int,                # scored in both, same answer: the samples of (b) and (c)
+      "n_only_a": int, "n_only_b": int,                         # judged in one run only
+      "n_not_scored": int,            # in both logs, not scored in at least one (judge_failed / offline)
+      "n_answer_mismatch": int,       # in both, scored, but a different video or answer: left out
+      "n_count_mismatch": int,        # paired, different numbers of ratings: left out of "steps"
+      "steps": Agreement, "last_step": Agreement,
+      "scores": {score: Score}        # the benchmark's sample scores; MME-Emotion: "rec_s", "rea_s", "cot_s"
+    }
+    Agreement = {"n": int, "spearman": float | null, "cohen_kappa": float | null, "icc": float | null,
+                 "mean_offset": float | null, "notes": [str, ...]}    # n: rating pairs; offset = mean(B - A)
+    Score = {"n": int, "a": float | null, "b": float | null, "delta": float | null,   # delta = b - a
+             "ci_low": float | null, "ci_high": float | null, "p_value": float | null,  # null from n < 2
+             "notes": [str, ...]}     # why CI and p are null
+
+Files in, files out: no network.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, cast
+
+import numpy as np
+
+from emo_tasks import benchmarks
+from emo_tasks.results import stats
+
+SCHEMA = "emo-tasks/judge-agreement/1"
+LEVEL = 0.95
+MIN_PAIRS = 2  # fewer pairs: no correlation, kappa, ICC, bootstrap CI or p-value
+LOGS_DIR = "emo_tasks_judge"  # the folder of a judged result (RUN/, RUN/judged/<slug>/) that holds its judge logs
+SCORED = "scored"  # the status of a usable judgement: only samples scored in both runs are paired
+
+
+class InputError(Exception):
+    """A path or file that cannot be read as a judged run (exit 3)."""
+
+
+# ------------------------------------------------------------------------------------- what a benchmark gives
+@dataclass(frozen=True)
+class Sample:
+    """One judged sample (one row of a task) as the benchmark reads it from its judge log."""
+
+    status: str  # the log's status: SCORED, or why not (judge_failed, offline, ...); counted per status
+    answer: Mapping[str, Any] = field(default_factory=dict)  # what was judged: a field both rows hold must agree
+    steps: tuple[float, ...] = ()  # scored: the value of every step's rating, the last one the final rating
+    scores: Mapping[str, float | None] = field(default_factory=dict)  # scored: sample score -> value (None: none)
+
+
+@dataclass
+class TaskLog:
+    """One task's judge log and its summary, read and checked by the benchmark (`JudgeRatings.read_task`)."""
+
+    log: Path
+    summary: dict[str, Any]  # the summary beside the log; {} when there is none
+    summary_file: Path | None  # None: no summary beside the log
+    #: setup field -> the value the summary records; None, "" and empty containers: not recorded
+    setup: dict[str, Any] = field(default_factory=dict)
+    shown: dict[str, Any] = field(default_factory=dict)  # what the JSON's Run lists per task, in its order
+    samples: dict[int, Sample] = field(default_factory=dict)  # row -> sample, every row of the task in the log
+    notes: list[str] = field(default_factory=list)  # remarks on the log (no summary, ...)
+
+
+class JudgeRatings(Protocol):
+    """What a benchmark's judge-ratings module (the registry's `Benchmark.judge_ratings`) defines at module level for
+    `agreement`.  Everything else - finding the newest judged result, setups and refusals, pairing, statistics,
+    output - is this module's and the same for every benchmark."""
+
+    TITLE: str  # the benchmark's name, in messages
+    LOGS: str  # where its judge logs are, in the message for a path that holds none
+    #: summary field -> its title: what makes two logs one judge.  "judge_models" ({role: model}) is one of them.
+    SETUP_FIELDS: Mapping[str, str]
+    SCORES: Mapping[str, str]  # sample score -> its title, in output order
+
+    def judge_logs(self, folder: Path) -> dict[str, Path]:
+        """Task -> its newest judge log in `folder`/emo_tasks_judge/ ({}: none)."""
+
+    def log_stamp(self, log: Path) -> str:
+        """A log's time stamp: the newest judged result under a path has the newest one."""
+
+    def task_order(self, task: str) -> Any:
+        """A task's sort key."""
+
+    def task_title(self, task: str) -> str: ...
+
+    def read_task(self, task: str, log: Path) -> TaskLog:
+        """The task's rows of its log and the summary beside it, read and checked (InputError naming the file)."""
+
+    def pair_notes(self, task: str, a: TaskLog, b: TaskLog) -> list[str]:
+        """Remarks on a task judged in both runs (a different alpha, the same judge models, ...)."""
+
+
+def judge_ratings() -> list[JudgeRatings]:
+    """Every benchmark's judge-ratings module, in registry order."""
+    modules = [b.judge_ratings for b in benchmarks.all_benchmarks() if b.judge_ratings]
+    return [cast(JudgeRatings, importlib.import_module(m)) for m in modules]
+
+
+@dataclass
+class JudgedRun:
+    """The newest judged result under a path: its benchmark's judge ratings and its per-task logs."""
+
+    path: Path
+    folder: Path
+    candidates: list[Path]
+    ratings: JudgeRatings
+    tasks: dict[str, TaskLog] = field(default_factory=dict)  # task -> its log, in task order
+    notes: list[str] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------------------------------- input
+def is_run_form(a: str, b: str) -> bool:
+    """True when `agreement` was given run folders (either argument is a directory) rather than rating files."""
+    return Path(a).is_dir() or Path(b).is_dir()
+
+
+def _newest_key(folder: Path, ratings: JudgeRatings) -> tuple[str, float, str]:
+    logs = list(ratings.judge_logs(folder).values())
+    return (max(ratings.log_stamp(p) for p in logs), max(p.stat().st_mtime for p in logs), str(folder))
+
+
+def find_results(path: Path, ratings: JudgeRatings) -> list[Path]:
+    """Every folder at or under `path` with the benchmark's judge logs in its `emo_tasks_judge/`, newest first."""
+    if not path.exists():
+        raise InputError(f"{path}: no such directory")
+    if not path.is_dir():
+        raise InputError(f"{path}: not a directory (give two run folders, or two JSONL rating files)")
+    if path.name == LOGS_DIR:
+        path = path.parent
+    try:
+        found = {p.parent for p in path.rglob(LOGS_DIR) if p.is_dir()}
+        if (path / LOGS_DIR).is_dir():
+            found.add(path)
+        folders = [f for f in found if ratings.judge_logs(f)]
+        return sorted(folders, key=lambda f: _newest_key(f, ratings), reverse=True)
+    except OSError as exc:
+        raise InputError(f"{path}: {exc}") from exc
+
+
+def load_run(path: str | Path) -> JudgedRun:
+    """The newest judged result at or under `path`, every task's newest log read and checked.  The benchmark is
+    the first, in registry order, with judge logs there."""
+    path = Path(path)
+    every = judge_ratings()
+    for ratings in every:
+        candidates = find_results(path, ratings)
+        if candidates:
+            break
+    else:
+        raise InputError(
+            f"{path}: no {' or '.join(r.TITLE for r in every)} judge log (expected "
+            f"{' or '.join(r.LOGS for r in every)}; run lmms-eval with --output_path, or `emo-tasks judge`)"
+        )
+    run = JudgedRun(path=path, folder=candidates[0], candidates=candidates, ratings=ratings)
+    for task, log in sorted(ratings.judge_logs(run.folder).items(), key=lambda kv: ratings.task_order(kv[0])):
+        run.tasks[task] = ratings.read_task(task, log)
+        run.notes += run.tasks[task].notes
+    return run
+
+
+def read_summary(summary_file: Path) -> dict[str, Any] | None:
+    """A judge summary beside a log (a JSON object); None when there is none."""
+    if not summary_file.exists():
+        return None
+    try:
+        summary = json.loads(summary_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{summary_file}: not readable JSON ({exc})") from exc
+    if not isinstance(summary, dict):
+        raise InputError(f"{summary_file}: expected a JSON object")
+    return summary
+
+
+# ------------------------------------------------------------------------------------------------ judge setup
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def setup_values(run: JudgedRun) -> dict[str, dict[str, tuple[Any, list[str]]]]:
+    """Per setup field, every distinct recorded value -> (value, the tasks whose summary records it).  A summary
+    that does not record a field (an older summary, no summary at all) adds nothing: unknown is not different."""
+    out: dict[str, dict[str, tuple[Any, list[str]]]] = {name: {} for name in run.ratings.SETUP_FIELDS}
+    for task, log in run.tasks.items():
+        for name in run.ratings.SETUP_FIELDS:
+            value = log.setup.get(name)
+            if value not in (None, "", {}, []):
+                out[name].setdefault(_canonical(value), (value, []))[1].append(task)
+    return out
+
+
+def _api_models(run: JudgedRun) -> dict[str, list[str]] | None:
+    """{role: [model id the API reported, ...]} over every summary (the judge engine's `api_models` counts answers
+    per id)."""
+    roles: dict[str, set[str]] = {}
+    for log in run.tasks.values():
+        api = log.summary.get("api_models")
+        if not isinstance(api, dict):
+            continue
+        for role, ids in api.items():
+            if isinstance(ids, dict | list):
+                roles.setdefault(str(role), set()).update(str(i) for i in ids)
+    return {role: sorted(ids) for role, ids in sorted(roles.items())} or None
+
+
+def judge_setup(run: JudgedRun) -> dict[str, Any]:
+    """The judge setup a run's summaries record (the `Setup` of the module docstring): read from the summaries,
+    not the folder name, so two judges can be told apart whatever their folders are called."""
+    values = setup_values(run)
+    setup: dict[str, Any] = {}
+    for name in run.ratings.SETUP_FIELDS:
+        found = list(values[name].values())
+        setup[name] = found[0][0] if len(found) == 1 else None
+    setup["api_models"] = _api_models(run)
+    setup["differs"] = [name for name in run.ratings.SETUP_FIELDS if len(values[name]) > 1]
+    return setup
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "not recorded"
+    if isinstance(value, dict):
+        return ", ".join(f"{role} {model}" for role, model in value.items())
+    return str(value)
+
+
+def mixed_setup_reason(run: JudgedRun) -> str | None:
+    """Why one side's logs are not one judge (None when they are): the differing fields, each value with the
+    tasks that record it.  Comparing such a side with another would mix judges task by task."""
+    values = setup_values(run)
+    order, title = run.ratings.task_order, run.ratings.task_title
+    parts = []
+    for name, name_title in run.ratings.SETUP_FIELDS.items():
+        if len(values[name]) > 1:
+            shown = " vs ".join(
+                f"{_show(v)} ({', '.join(title(t) for t in sorted(tasks, key=order))})"
+                for v, tasks in values[name].values()
+            )
+            parts.append(f"{name_title} {shown}")
+    if not parts:
+        return None
+    return f"the judge logs read from {run.folder} come from more than one judge setup: " + "; ".join(parts)
+
+
+def same_setup(a: Mapping[str, Any], b: Mapping[str, Any], fields: Sequence[str]) -> bool:
+    """True when two `Setup`s are the same judge: judge models recorded and equal on both sides, and every other
+    field that both record equal.  Comparing such runs measures only the judge's nondeterminism."""
+    if a["differs"] or b["differs"] or a["judge_models"] is None or b["judge_models"] is None:
+        return False
+    return all(
+        _canonical(a[name]) == _canonical(b[name]) for name in fields if a[name] is not None and b[name] is not None
+    )
+
+
+def describe_setup(setup: Mapping[str, Any], fields: Mapping[str, str]) -> str:
+    """One line naming a `Setup` (`fields`: setup field -> title): every field, "not recorded" or "differs by
+    task" where there is no one value."""
+    parts = []
+    for name, title in fields.items():
+        value = "differs by task" if name in setup["differs"] else _show(setup[name])
+        parts.append(f"{title}: {value}")
+    if setup.get("api_models"):
+        reported = "; ".join(f"{role} {', '.join(ids)}" for role, ids in setup["api_models"].items())
+        parts.append(f"API reported: {reported}")
+    return "; ".join(parts)
+
+
+# -------------------------------------------------------------------------------------------------- statistics
+def rating_agreement(a: Sequence[float], b: Sequence[float], icc_form: str = "ICC(2,1)") -> dict[str, Any]:
+    """n, Spearman, Cohen's kappa, ICC and mean offset (B - A) of paired ratings; undefined measures are null with
+    a note (constant ratings, fewer than two pairs)."""
+    out: dict[str, Any] = {
+        "n": len(a),
+        "spearman": None,
+        "cohen_kappa": None,
+        "icc": None,
+        "mean_offset": None,
+        "notes": [],
+    }
+    if not a:
+        out["notes"].append("no rating pairs")
+        return out
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    out["mean_offset"] = float(np.mean(y - x))
+    if len(a) < MIN_PAIRS:  # one pair: kappa would read 0 (or 1) from a single coin toss
+        out["notes"].append(f"spearman, cohen_kappa and icc undefined: fewer than {MIN_PAIRS} rating pairs")
+        return out
+    measures: dict[str, Callable[[], float]] = {
+        "spearman": lambda: stats.spearman(x, y),
+        "cohen_kappa": lambda: stats.cohen_kappa(np.round(x, 9).tolist(), np.round(y, 9).tolist()),
+        "icc": lambda: stats.icc(np.column_stack([x, y]), icc_form),
+    }
+    for name, fn in measures.items():
+        try:
+            out[name] = fn()
+        except ValueError as exc:
+            out["notes"].append(f"{name} undefined: {exc}")
+    return out
+
+
+def score_difference(a: Sequence[float], b: Sequence[float], resamples: int, seed: int) -> dict[str, Any]:
+    """Means of A and B and the seeded paired bootstrap of B - A.  All null without pairs; CI and p null from one
+    pair, which the bootstrap would turn into a zero-width CI and a p that looks significant."""
+    if not a:
+        return {"n": 0, **dict.fromkeys(("a", "b", "delta", "ci_low", "ci_high", "p_value")), "notes": ["no pairs"]}
+    out: dict[str, Any] = {
+        "n": len(a),
+        "a": float(np.mean(a)),
+        "b": float(np.mean(b)),
+        "delta": float(np.mean(b) - np.mean(a)),
+        **dict.fromkeys(("ci_low", "ci_high", "p_value")),
+        "notes": [],
+    }
+    if len(a) < MIN_PAIRS:
+        out["notes"].append(f"no CI or p-value: fewer than {MIN_PAIRS} paired samples")
+        return out
+    r = stats.paired_bootstrap(a, b, n_resamples=resamples, level=LEVEL, seed=seed)
+    out.update(n=r.n, delta=r.delta, ci_low=r.low, ci_high=r.high, p_value=r.p_value)
+    return out
+
+
+@dataclass
+class _Pool:
+    """The paired values of one task (or of all tasks)."""
+
+    scores: dict[str, tuple[list[float], list[float]]]  # sample score -> (A's, B's)
+    steps: tuple[list[float], list[float]] = field(default_factory=lambda: ([], []))
+    last: tuple[list[float], list[float]] = field(default_factory=lambda: ([], []))
+    counts: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(
+            ("n_paired", "n_only_a", "n_only_b", "n_not_scored", "n_answer_mismatch", "n_count_mismatch"), 0
+        )
+    )
+    status: dict[str, dict[str, int]] = field(default_factory=lambda: {"a": {}, "b": {}})
+
+    @classmethod
+    def of(cls, scores: Sequence[str]) -> _Pool:
+        return cls(scores={m: ([], []) for m in scores})
+
+    def extend(self, other: _Pool) -> None:
+        for mine, theirs in ((self.steps, other.steps), (self.last, other.last)):
+            mine[0].extend(theirs[0])
+            mine[1].extend(theirs[1])
+        for m in self.scores:
+            self.scores[m][0].extend(other.scores[m][0])
+            self.scores[m][1].extend(other.scores[m][1])
+        for k, v in other.counts.items():
+            self.counts[k] += v
+        for side in ("a", "b"):
+            for s, v in other.status[side].items():
+                self.status[side][s] = self.status[side].get(s, 0) + v
+
+
+def _same_answer(sa: Sample, sb: Sample) -> bool:
+    """Both judged the same answer: every identifying field that both rows record is equal."""
+    return all(value == sb.answer[k] for k, value in sa.answer.items() if k in sb.answer)
+
+
+def _pool(task: str, a: JudgedRun, b: JudgedRun) -> _Pool:
+    pool = _Pool.of(list(a.ratings.SCORES))
+    samples_a = a.tasks[task].samples if task in a.tasks else {}
+    samples_b = b.tasks[task].samples if task in b.tasks else {}
+    keys_a = sorted(samples_a)
+    keys_b = set(samples_b)
+    for side, samples, keys in (("a", samples_a, keys_a), ("b", samples_b, keys_b)):
+        for k in keys:
+            s = samples[k].status
+            pool.status[side][s] = pool.status[side].get(s, 0) + 1
+    pool.counts["n_only_a"] = sum(1 for k in keys_a if k not in keys_b)
+    pool.counts["n_only_b"] = len(keys_b - set(keys_a))
+    for k in keys_a:
+        if k not in keys_b:
+            continue
+        sa, sb = samples_a[k], samples_b[k]
+        if sa.status != SCORED or sb.status != SCORED:
+            pool.counts["n_not_scored"] += 1
+            continue
+        if not _same_answer(sa, sb):
+            pool.counts["n_answer_mismatch"] += 1
+            continue
+        pool.counts["n_paired"] += 1
+        va, vb = sa.steps, sb.steps
+        if len(va) == len(vb):
+            pool.steps[0].extend(va)
+            pool.steps[1].extend(vb)
+        else:
+            pool.counts["n_count_mismatch"] += 1
+        pool.last[0].append(va[-1])
+        pool.last[1].append(vb[-1])
+        for m, (got_a, got_b) in pool.scores.items():
+            ma, mb = sa.scores.get(m), sb.scores.get(m)
+            if ma is not None and mb is not None:
+                got_a.append(float(ma))
+                got_b.append(float(mb))
+    return pool
+
+
+def _block(task: str, title: str, pool: _Pool, icc_form: str, resamples: int, seed: int) -> dict[str, Any]:
+    return {
+        "task": task,
+        "title": title,
+        "status": {side: dict(sorted(pool.status[side].items())) for side in ("a", "b")},
+        **pool.counts,
+        "steps": rating_agreement(*pool.steps, icc_form=icc_form),
+        "last_step": rating_agreement(*pool.last, icc_form=icc_form),
+        "scores": {m: score_difference(*pool.scores[m], resamples, seed) for m in pool.scores},
+    }
+
+
+def _run_doc(run: JudgedRun) -> dict[str, Any]:
+    shown = dict.fromkeys(name for log in run.tasks.values() for name in log.shown)
+    return {
+        "path": str(run.path),
+        "results_dir": str(run.folder),
+        "candidates": [str(c) for c in run.candidates],
+        "logs": {t: str(log.log) for t, log in run.tasks.items()},
+        **{name: {t: log.shown.get(name) for t, log in run.tasks.items()} for name in shown},
+        "summaries": {t: None if log.summary_file is None else str(log.summary_file) for t, log in run.tasks.items()},
+        "setup": judge_setup(run),
+    }
+
+
+def _run_notes(a: JudgedRun, b: JudgedRun) -> list[str]:
+    notes = [f"A: {n}" for n in a.notes] + [f"B: {n}" for n in b.notes]
+    for task in sorted(set(a.tasks) & set(b.tasks), key=a.ratings.task_order):
+        notes += a.ratings.pair_notes(task, a.tasks[task], b.tasks[task])
+    return notes
+
+
+def compare_runs(
+    a: JudgedRun, b: JudgedRun, *, icc_form: str = "ICC(2,1)", resamples: int = 1000, seed: int = 0
+) -> dict[str, Any]:
+    """The JSON document of the module docstring for two loaded runs of one benchmark."""
+    if icc_form not in stats.ICC_FORMS:
+        raise ValueError(f"unknown ICC form {icc_form!r}")
+    if a.ratings is not b.ratings:
+        raise ValueError(f"A holds {a.ratings.TITLE} judge logs, B {b.ratings.TITLE} ones")
+    ratings = a.ratings
+    tasks = sorted(set(a.tasks) | set(b.tasks), key=ratings.task_order)
+    overall = _Pool.of(list(ratings.SCORES))
+    blocks = []
+    for task in tasks:
+        pool = _pool(task, a, b)
+        overall.extend(pool)
+        blocks.append(_block(task, ratings.task_title(task), pool, icc_form, resamples, seed))
+    runs = {"a": _run_doc(a), "b": _run_doc(b)}
+    return {
+        "schema": SCHEMA,
+        "icc_form": icc_form,
+        "resamples": resamples,
+        "seed": seed,
+        "level": LEVEL,
+        "runs": runs,
+        "tasks": blocks,
+        "overall": _block("overall", "Overall", overall, icc_form, resamples, seed),
+        "notes": _run_notes(a, b),
+        "same_setup": same_setup(runs["a"]["setup"], runs["b"]["setup"], list(ratings.SETUP_FIELDS)),
+    }
+
+
+def no_overlap_reason(doc: Mapping[str, Any]) -> str | None:
+    """Why the runs share no scored sample (None when they share some)."""
+    o = doc["overall"]
+    if o["n_paired"]:
+        return None
+    tasks_a, tasks_b = set(doc["runs"]["a"]["logs"]), set(doc["runs"]["b"]["logs"])
+    scored_a, scored_b = o["status"]["a"].get("scored", 0), o["status"]["b"].get("scored", 0)
+    if not tasks_a & tasks_b:
+        return f"no task is judged in both runs (A: {', '.join(sorted(tasks_a))}; B: {', '.join(sorted(tasks_b))})"
+    if not scored_a or not scored_b:
+        side = "A" if not scored_a else "B"
+        st = o["status"]["a" if side == "A" else "b"]
+        return f"run {side} has no scored sample ({', '.join(f'{k} {v}' for k, v in st.items()) or 'no rows'})"
+    shared = o["n_not_scored"] + o["n_answer_mismatch"]
+    if not shared:
+        return "the runs judged no common sample (task, row): they are not judgements of the same answers"
+    parts = []
+    if o["n_not_scored"]:
+        parts.append(f"{o['n_not_scored']} not scored in one of the runs (judge_failed / offline)")
+    if o["n_answer_mismatch"]:
+        parts.append(f"{o['n_answer_mismatch']} with a different video or answer")
+    return f"of the {shared} samples judged in both runs, " + " and ".join(parts)
+
+
+# ------------------------------------------------------------------------------------------------------ output
+def _f(x: float | None, digits: int = 3, sign: bool = False) -> str:
+    if x is None:
+        return "n/a"
+    return f"{x:+.{digits}f}" if sign else f"{x:.{digits}f}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return lines
+
+
+def _models(run: Mapping[str, Any]) -> str:
+    seen: list[str] = []
+    missing = 0
+    for models in run["judge_models"].values():
+        if not models:
+            missing += 1
+            continue
+        text = ", ".join(f"{role} {m}" for role, m in models.items()) if isinstance(models, dict) else str(models)
+        if text not in seen:
+            seen.append(text)
+    if missing:
+        seen.append(f"not recorded for {missing} task{'s' if missing > 1 else ''}")
+    return "; ".join(seen)
+
+
+def render_text(doc: Mapping[str, Any], ratings: JudgeRatings) -> str:
+    """The readable form: run headers, the rating-agreement table, the score table, notes, logs used (`ratings`:
+    the benchmark's, for the titles of its setup fields and sample scores)."""
+    form = doc["icc_form"]
+    blocks = [*doc["tasks"], doc["overall"]]
+    out = []
+    for side in ("a", "b"):
+        run = doc["runs"][side]
+        st = doc["overall"]["status"][side]
+        counts = ", ".join(f"{k} {v}" for k, v in st.items()) or "no rows"
+        out.append(f"{side.upper()}: {run['results_dir']}  (samples: {counts})")
+        setup = describe_setup(run["setup"], ratings.SETUP_FIELDS)
+        if "judge_models" in run["setup"]["differs"]:
+            setup = f"{setup} (judge models by task: {_models(run)})"
+        out.append(f"   judge setup: {setup}")
+    if doc.get("same_setup"):
+        out.append("   A and B record the same judge setup: the differences below are the judge's nondeterminism")
+    out.append("")
+    out.append(f"Rating agreement, B vs A (step values num/den; offset = mean B - A; {form})")
+    header = ["task", "pairs", "count-mismatch", "steps n", "rho", "kappa", "ICC", "offset"]
+    header += ["last n", "rho", "kappa", "ICC", "offset"]
+    rows = []
+    for blk in blocks:
+        row = [blk["title"], str(blk["n_paired"]), str(blk["n_count_mismatch"])]
+        for part in ("steps", "last_step"):
+            ag = blk[part]
+            row += [str(ag["n"]), _f(ag["spearman"]), _f(ag["cohen_kappa"]), _f(ag["icc"])]
+            row.append(_f(ag["mean_offset"], sign=True))
+        rows.append(row)
+    out += _table(header, rows)
+    out.append("")
+    pct = round(doc["level"] * 100)
+    out.append(
+        f"Scores x100 over the paired samples (B - A, {pct}% paired bootstrap CI, "
+        f"{doc['resamples']} resamples, seed {doc['seed']})"
+    )
+    rows = []
+    for blk in blocks:
+        for m, title in ratings.SCORES.items():
+            s = blk["scores"][m]
+            ci = "n/a" if s["ci_low"] is None else f"[{s['ci_low']:+.2f}, {s['ci_high']:+.2f}]"
+            rows.append(
+                [
+                    blk["title"],
+                    title,
+                    str(s["n"]),
+                    _f(s["a"], 2),
+                    _f(s["b"], 2),
+                    _f(s["delta"], 2, sign=True),
+                    ci,
+                    _f(s["p_value"], 4),
+                ]
+            )
+    out += _table(["task", "metric", "n", "A", "B", "B - A", f"{pct}% CI", "p"], rows)
+    notes = list(doc["notes"])
+    for blk in blocks:
+        left = [
+            f"{blk['n_only_a']} only in A" if blk["n_only_a"] else "",
+            f"{blk['n_only_b']} only in B" if blk["n_only_b"] else "",
+            f"{blk['n_not_scored']} not scored in A or B" if blk["n_not_scored"] else "",
+            f"{blk['n_answer_mismatch']} with different answers" if blk["n_answer_mismatch"] else "",
+        ]
+        if blk["task"] != "overall" and any(left):
+            notes.append(f"{blk['title']}: left out: " + ", ".join(p for p in left if p))
+        for part, name in (("steps", "steps"), ("last_step", "last step")):
+            notes += [f"{blk['title']} {name}: {n}" for n in blk[part]["notes"] if blk[part]["n"]]
+        score_notes = [n for s in blk["scores"].values() if s["n"] for n in s.get("notes", [])]
+        notes += [f"{blk['title']} scores: {n}" for n in dict.fromkeys(score_notes)]
+    if notes:
+        out += ["", "Notes:"] + [f"  - {n}" for n in notes]
+    out += ["", "Judge logs used:"]
+    for side in ("a", "b"):
+        for task, log in doc["runs"][side]["logs"].items():
+            out.append(f"  {side.upper()} {task}: {log}")
+    return "\n".join(out) + "\n"
+
+
+def run_cli(
+    path_a: str,
+    path_b: str,
+    *,
+    icc_form: str = "ICC(2,1)",
+    fmt: str = "text",
+    resamples: int = 1000,
+    seed: int = 0,
+    out: Any = None,
+    err: Any = None,
+) -> int:
+    """`emo-tasks agreement RUN_A RUN_B`: print the report; exit 0, 2 (no shared scored sample, the same result
+    twice, a side mixing judge setups, two benchmarks) or 3 (unreadable input), each refusal or error one line on
+    stderr."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+
+    def say(message: str) -> None:  # one line, whatever a path or an exception message holds
+        print("emo-tasks agreement: " + message.replace("\r", "\\r").replace("\n", "\\n"), file=err)
+
+    try:
+        if resamples < 1:
+            raise InputError(f"--resamples must be at least 1, got {resamples}")
+        if not (Path(path_a).is_dir() and Path(path_b).is_dir()):
+            bad = path_b if Path(path_a).is_dir() else path_a
+            if not Path(bad).exists():
+                raise InputError(f"{bad}: no such directory")
+            raise InputError(
+                f"{bad}: not a run folder; give two judged run folders (judge vs judge) or two JSONL rating "
+                "files (judge vs human)"
+            )
+        runs = [load_run(path_a), load_run(path_b)]
+    except InputError as exc:
+        say(f"error: {exc}")
+        return 3
+    if runs[0].folder.resolve() == runs[1].folder.resolve():
+        say(
+            f"A and B are the same judged result, {runs[0].folder}; nothing to compare "
+            "(pass the two judges' folders, e.g. RUN/judged/<A> RUN/judged/<B>)"
+        )
+        return 2
+    ratings = runs[0].ratings
+    if runs[1].ratings is not ratings:
+        say(f"A holds {ratings.TITLE} judge logs, B {runs[1].ratings.TITLE} ones; nothing to compare")
+        return 2
+    for side, run in zip("AB", runs, strict=True):
+        if len(run.candidates) > 1:
+            others = ", ".join(str(c) for c in run.candidates[1:])
+            say(f"{side}: {len(run.candidates)} judged results under {run.path}; using the newest, {run.folder} "
+                f"(not: {others})")  # fmt: skip
+    for side, run in zip("AB", runs, strict=True):
+        mixed = mixed_setup_reason(run)
+        if mixed:
+            say(f"{side}: {mixed}; pass one judged folder per side (RUN/judged/<one>), not one holding several "
+                "judges' logs")  # fmt: skip
+            return 2
+    doc = compare_runs(*runs, icc_form=icc_form, resamples=resamples, seed=seed)
+    if doc["same_setup"]:
+        setup = describe_setup(doc["runs"]["a"]["setup"], ratings.SETUP_FIELDS)
+        say(
+            f"warning: A and B record the same judge setup ({setup}): the comparison measures nothing but that "
+            "judge's nondeterminism"
+        )
+    reason = no_overlap_reason(doc)
+    if reason:
+        say(f"the runs share no sample scored in both: {reason}")
+        return 2
+    if fmt == "json":
+        out.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    else:
+        out.write(render_text(doc, ratings))
+    return 0
