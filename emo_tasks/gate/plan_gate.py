@@ -26,7 +26,8 @@ from typing import Any
 
 from emo_tasks import cliargs, subset
 from emo_tasks.benchmarks import benchmark_of
-from emo_tasks.gate import compare, power
+from emo_tasks.gate import compare
+from emo_tasks.gate import power as gate_power  # not `power`: plan_gate() takes a `power` argument
 from emo_tasks.judging.stage_types import StageError
 from emo_tasks.results import reader
 
@@ -40,7 +41,7 @@ class MetricPlan:
     task: str
     metric: str
     detect: float
-    spread: power.PairedSpread
+    spread: gate_power.PairedSpread
     sd_drop: float  # sd of the paired differences under the drop
     needed: int  # rows the paired test needs
     expected_power: float = 0.0  # with the rows drawn
@@ -237,11 +238,11 @@ def plan_gate(
             if second is not None and not other:
                 raise PlanError(f"{task} {m.name}: the second run has no per-sample values for it")
             try:
-                spread = power.paired_spread(values[m.name], other)
+                spread = gate_power.paired_spread(values[m.name], other)
             except ValueError as exc:
                 raise PlanError(f"{task} {m.name}: {exc}") from None
             sd = spread.under_drop(d)
-            metrics.append(MetricPlan(task, m.name, d, spread, sd, power.required_rows(sd, d, power, alpha)))
+            metrics.append(MetricPlan(task, m.name, d, spread, sd, gate_power.required_rows(sd, d, power, alpha)))
         if not metrics:
             raise PlanError(f"{task}: no headline metric to plan for: " + (
                 f"give a drop for one of {', '.join(unplanned)} (--detect METRIC=D, in its units)" if unplanned
@@ -253,7 +254,7 @@ def plan_gate(
         n = min(max(max(m.needed for m in metrics), len(leaves)), len(pooled))
         chosen = draw(pooled, n, seed, task, group_of=lambda stratum: stratum.split("/", 1)[0])
         for m in metrics:
-            m.expected_power = power.expected_power(n, m.sd_drop, m.detect, alpha)
+            m.expected_power = gate_power.expected_power(n, m.sd_drop, m.detect, alpha)
         keys = {}
         for leaf in leaves:
             name_of = base.configs[leaf]["dataset_name"]
