@@ -655,11 +655,11 @@ def cmd_agreement(args: argparse.Namespace) -> int:
     judge-vs-judge calibration (`emo_tasks.judging.agreement`; exit 2 no shared scored sample, 3 unreadable input)."""
     import numpy as np
 
-    from emo_tasks.judging import agreement
+    from emo_tasks.judging import agreement, agreement_report
     from emo_tasks.results import stats
 
     if agreement.is_run_form(args.judge, args.human):
-        return agreement.run_cli(
+        return agreement_report.run_cli(
             args.judge,
             args.human,
             icc_form=args.icc_form,

@@ -192,14 +192,14 @@ def _comparisons(runs: Sequence[Any], tasks: list[model.TaskSamples], resamples:
 
 def _agreement(a: Any, b: Any, resamples: int, seed: int) -> tuple[dict | None, str | None]:
     """`emo-tasks agreement`'s document for two judged results (None and the reason when it has none)."""
-    from emo_tasks.judging import agreement
+    from emo_tasks.judging import agreement, agreement_report
 
     try:
         ja, jb = (agreement.load_run(reader.run_root(r.path, r.results_file)) for r in (a, b))
-        doc = agreement.compare_runs(ja, jb, resamples=resamples, seed=seed)
+        doc = agreement_report.compare_runs(ja, jb, resamples=resamples, seed=seed)
     except (agreement.InputError, ValueError, OSError) as exc:
         return None, " ".join(str(exc).split())
-    return doc, agreement.no_overlap_reason(doc)
+    return doc, agreement_report.no_overlap_reason(doc)
 
 
 def _views(run: Any, ts: model.TaskSamples) -> list[Any]:

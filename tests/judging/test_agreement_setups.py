@@ -22,7 +22,7 @@ from conftest import env_without_secrets
 from test_judge_agreement import ANSWER, DATA, ER_LAB, FAILED, LEAF, SA, _log_row
 
 from emo_tasks import cli
-from emo_tasks.judging import agreement
+from emo_tasks.judging import agreement_report
 from emo_tasks.mme_emotion.agreement import SETUP_FIELDS
 
 GPT = {
@@ -248,16 +248,16 @@ def test_a_single_pair_overall(tmp_path: Path, capsys: pytest.CaptureFixture) ->
 
 
 def test_pure_measures_from_one_and_two_pairs() -> None:
-    one = agreement.rating_agreement([0.5], [1.0])
+    one = agreement_report.rating_agreement([0.5], [1.0])
     assert one["mean_offset"] == 0.5 and (one["spearman"], one["cohen_kappa"], one["icc"]) == (None, None, None)
-    two = agreement.rating_agreement([0.0, 1.0], [0.0, 1.0])
+    two = agreement_report.rating_agreement([0.0, 1.0], [0.0, 1.0])
     assert (two["spearman"], two["cohen_kappa"], two["icc"]) == pytest.approx((1.0, 1.0, 1.0))
-    s = agreement.score_difference([50.0], [100.0], resamples=100, seed=0)
+    s = agreement_report.score_difference([50.0], [100.0], resamples=100, seed=0)
     assert (s["n"], s["a"], s["b"], s["delta"]) == (1, 50.0, 100.0, 50.0)
     assert (s["ci_low"], s["ci_high"], s["p_value"]) == (None, None, None) and s["notes"]
-    s = agreement.score_difference([50.0, 0.0], [100.0, 0.0], resamples=100, seed=0)
+    s = agreement_report.score_difference([50.0, 0.0], [100.0, 0.0], resamples=100, seed=0)
     assert s["ci_low"] is not None and s["p_value"] is not None and s["notes"] == []
-    assert agreement.score_difference([], [], resamples=100, seed=0)["ci_low"] is None
+    assert agreement_report.score_difference([], [], resamples=100, seed=0)["ci_low"] is None
 
 
 # ----------------------------------------------------------------------------------- 3. one line, its code

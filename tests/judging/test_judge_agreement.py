@@ -18,7 +18,7 @@ import pytest
 from conftest import env_without_secrets, icc21_reference
 
 from emo_tasks import cli
-from emo_tasks.judging import agreement
+from emo_tasks.judging import agreement_report
 
 FAILED = "judge_failed"
 ANSWER = "Step 1: the face ... Step 2: so the emotion is {}"
@@ -234,7 +234,7 @@ def test_constant_ratings_give_null_with_a_note(tmp_path: Path, capsys: pytest.C
     assert doc["overall"]["scores"]["rec_s"]["delta"] == 0.0
     assert cli.main(["agreement", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
     assert "n/a" in capsys.readouterr().out
-    one = agreement.rating_agreement([0.5], [1.0])
+    one = agreement_report.rating_agreement([0.5], [1.0])
     assert one["n"] == 1 and one["mean_offset"] == 0.5 and one["spearman"] is None and one["icc"] is None
 
 

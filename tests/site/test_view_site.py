@@ -533,9 +533,9 @@ def test_two_judges_of_one_run_get_their_page_and_the_agreement_figures(tmp_path
     assert [(r["task"], r["doc_id"]) for r in rows] == [(ER_LAB, 10)]
     assert rows[0]["sb"]["texts"]["judge_text"].endswith("(second judge)")
     assert not rows[0]["sa"]["texts"]["judge_text"].endswith("(second judge)")
-    from emo_tasks.judging import agreement
+    from emo_tasks.judging import agreement, agreement_report
 
-    doc = agreement.compare_runs(*(agreement.load_run(r) for r in judged), resamples=1000, seed=0)
+    doc = agreement_report.compare_runs(*(agreement.load_run(r) for r in judged), resamples=1000, seed=0)
     assert pair["agreement"]["overall"] == json.loads(json.dumps(doc["overall"]))
     assert pair["agreement"]["overall"]["n_paired"] >= 1
 
