@@ -31,25 +31,23 @@ Agreement input: JSONL, one rating per line, `{"item": "<id>", "rating": <number
 (e.g. "<video_id>#step3"); both files must rate on the same scale; ratings are joined on `item`.  Two run
 folders instead (judge vs judge: the MME-Emotion judge logs of two judges of the same answers): see
 `emo_tasks/judging/agreement.py`; there, 2 = no sample scored in both runs and 3 = unreadable input.
+
+This module is the parser and the dispatch; each command's body lives in the folder named for what it does:
+`judging/command.py` (judge, agreement), `results/command.py` (report), `results/export.py` (export),
+`gate/command.py` (compare, plan-gate) and `site/command.py` (view, and compare's --view).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import sys
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
 from emo_tasks import cliargs
-from emo_tasks.cliargs import EXIT_BAD_ARGUMENT
-from emo_tasks.gate import compare, plan_gate
+from emo_tasks.cliargs import EXIT_BAD_ARGUMENT, EXIT_ERROR, EXIT_NOT_COMPARABLE
+from emo_tasks.gate import plan_gate
 from emo_tasks.judging import dryrun
-from emo_tasks.results import comparable, reader, report
-
-EXIT_PASS, EXIT_REGRESSION, EXIT_NOT_COMPARABLE, EXIT_ERROR = 0, 1, 2, 3
+from emo_tasks.results import reader
 
 _PICK = "a part of a results file's path (e.g. a date stamp) or the file"
 _RUN_DIR = "an lmms-eval --output_path folder or a results file"
@@ -95,7 +93,8 @@ def _parser() -> argparse.ArgumentParser:
     j.add_argument("--judge-model", type=model, help="multimodal judge model (default EMO_JUDGE_MODEL or the paper's)")
     j.add_argument("--step-model", type=model, help="step agent model (default EMO_STEP_MODEL or the paper's)")
     j.add_argument("--audio-model", type=model, help="audio agent model for live clues (default EMO_AUDIO_MODEL)")
-    j.add_argument("--multiemo-judge", action="store_true", help="also run MultiEmo's LLM-as-a-judge stage")
+    j.add_argument("--multiemo-judge", dest="extra_judge", action="store_true",
+                   help="also run MultiEmo's LLM-as-a-judge stage")  # fmt: skip
     j.add_argument("--dry-run", action="store_true", help="send nothing: requests, cached, tokens and cost")
     j.add_argument("--price", action="append", default=[], metavar="MODEL=IN/OUT", type=dryrun.price_arg,
                    help="USD per 1M input/output tokens for the cost estimate (repeatable)")  # fmt: skip
@@ -244,7 +243,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         return EXIT_BAD_ARGUMENT
     if args.command == "judge":
-        return cmd_judge(args)
+        from emo_tasks.judging.command import main_judge
+
+        return main_judge(args)
     if args.command == "export":
         from emo_tasks.results.export import main_export
 
@@ -255,12 +256,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return main_view(args)
     try:
         if args.command == "report":
-            return cmd_report(args)
+            from emo_tasks.results.command import main_report
+
+            return main_report(args)
         if args.command == "compare":
-            return cmd_compare(args)
+            from emo_tasks.gate.command import main_compare
+
+            return main_compare(args, _compare_view)
         if args.command == "plan-gate":
-            return cmd_plan_gate(args)
-        return cmd_agreement(args)
+            from emo_tasks.gate.command import main_plan_gate
+
+            return main_plan_gate(args)
+        from emo_tasks.judging.command import main_agreement
+
+        return main_agreement(args)
     except reader.InputError as exc:
         print(f"emo-tasks {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
@@ -272,440 +281,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
 
 
-def _emit(text: str, out: str | None) -> None:
-    if out:
-        Path(out).write_text(text, encoding="utf-8")
-        print(f"wrote {out}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
+def _compare_view(args: argparse.Namespace) -> int:
+    """`compare --view DIR`: the site (`emo_tasks.site.command.write_compare_view`), handed to the gate, which is a
+    layer below the site; imported only when a site is asked for."""
+    from .site.command import write_compare_view
 
-
-def cmd_judge(args: argparse.Namespace) -> int:
-    """The judge stage (emo_tasks/judging/stage.py); its exit code: 0 done, 2 refused, 3 error."""
-    from emo_tasks.judging import stage
-    from emo_tasks.judging.dryrun import parse_prices
-
-    try:
-        prices = parse_prices(args.price)
-    except stage.StageError as exc:
-        print(f"emo-tasks judge: {exc}", file=sys.stderr)
-        return stage.EXIT_ERROR
-    share = stage.DEFAULT_MAX_FAILURE_SHARE if args.max_failure_share is None else args.max_failure_share
-    if not 0.0 <= share <= 1.0:  # also refuses nan
-        print(f"emo-tasks judge: --max-failure-share {share:g}: must be a share between 0 and 1", file=sys.stderr)
-        return stage.EXIT_ERROR
-    overrides = {var: getattr(args, flag) for flag, var in stage.MODEL_FLAGS.items()}
-    return stage.judge_run(
-        args.run,
-        tasks=[t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None,
-        out=args.out,
-        overrides=overrides,
-        dry_run=args.dry_run,
-        prices=prices,
-        extra_judge=args.multiemo_judge,
-        run=args.pick,
-        partial=args.partial,
-        max_failure_share=share,
-    )
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    """Tables for every run; missing files become notes (exit 0), only an unreadable run is an error."""
-    if args.trend and args.format == "csv":
-        print("emo-tasks report: --trend is not available with --format csv (use md or json)", file=sys.stderr)
-        return EXIT_NOT_COMPARABLE
-    runs = [reader.load_run(p, args.pick) for p in args.runs]
-    reader.label_runs(runs)
-    if args.trend:
-        from emo_tasks.results import trend
-
-        ordering = trend.order_runs(runs, args.trend)
-        changes, notes = trend.check_comparable(ordering, args.allow_mixed)  # compare's rule: refused, or a break
-        runs = ordering.runs
-        print(f"emo-tasks report: trend order: {ordering.why}", file=sys.stderr)
-        for i, run in enumerate(runs):
-            print(f"emo-tasks report: trend {ordering.how} {trend.key_text(ordering, i)}: {run.label}", file=sys.stderr)
-        for k, change in enumerate(changes, 1):
-            print(f"emo-tasks report: trend break {k} (--allow-mixed) before {trend.run_text(ordering, change.index)}: "
-                  f"{change.summary()}", file=sys.stderr)  # fmt: skip
-        for note in notes:
-            print(f"emo-tasks report: trend note: {note}", file=sys.stderr)
-        series = trend.trend_rows(runs, args.resamples, args.seed, [c.index for c in changes])
-    for run in runs:
-        print(f"emo-tasks report: {run.label}: {reader.describe(run)}", file=sys.stderr)
-    if args.format == "md":
-        text = report.render_markdown(runs, report.build_tables(runs, args.resamples, args.seed))
-        if args.trend:
-            text += "\n" + trend.render_trend_markdown(ordering, series, changes)
-    elif args.format == "csv":
-        text = report.render_csv(runs, args.resamples, args.seed)
-        for note in report.missing_notes(runs):
-            print(f"note: {note}", file=sys.stderr)
-    else:
-        doc = report.leaderboard(runs, args.resamples, args.seed)
-        if args.trend:
-            doc["trend"] = trend.trend_json(ordering, series, changes)
-        text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
-    _emit(text, args.out)
-    if args.plot and args.trend:
-        trend.plot_trend(ordering, series, args.plot, changes)
-        print(f"wrote {args.plot}", file=sys.stderr)
-    elif args.plot:
-        report.plot(runs, args.plot, args.resamples, args.seed)
-        print(f"wrote {args.plot}", file=sys.stderr)
-    return 0
-
-
-def cmd_plan_gate(args: argparse.Namespace) -> int:
-    """Write the subset file and print the plan (`emo_tasks.gate.plan_gate`); 2 when no plan can be made."""
-    from emo_tasks.gate import plan_gate
-    from emo_tasks.judging.dryrun import parse_prices
-    from emo_tasks.judging.stage_types import StageError
-    from emo_tasks.settings import environ
-
-    try:  # the parser checked --detect, --power and --alpha (cliargs); a bad one is a bad argument, 3, not 2
-        detect = plan_gate.parse_detect(args.detect)
-    except plan_gate.PlanError as exc:
-        print(f"emo-tasks plan-gate: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_ARGUMENT
-    try:
-        tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
-        plan = plan_gate.plan_gate(args.base, detect, power=args.power, alpha=args.alpha, second_dir=args.second,
-                                   tasks=tasks, seed=args.seed, name=args.name, pick=args.pick)  # fmt: skip
-    except plan_gate.PlanError as exc:
-        print(f"emo-tasks plan-gate: {exc}", file=sys.stderr)
-        return EXIT_NOT_COMPARABLE
-    print(plan_gate.render(plan))
-    path = plan_gate.write(plan, args.out)
-    print(f"\nwrote {path}: run lmms-eval with EMO_SUBSET={path}, then `emo-tasks compare {args.base} NEW_RUN`")
-    if args.cost:
-        try:
-            prices, env = parse_prices(args.price), environ()
-            full = plan_gate.dry_run_cost(plan, None, prices, env)
-            print("\njudge cost of the full run (dry run over BASE_RUN's answers, nothing cached):", full, sep="\n")
-            part = plan_gate.dry_run_cost(plan, plan.rows(), prices, env)
-            print("\njudge cost of the subset:", part, sep="\n")
-        except StageError as exc:
-            print(f"emo-tasks plan-gate: --cost: {exc} (the subset file is written)", file=sys.stderr)
-            return EXIT_ERROR
-    return EXIT_PASS
-
-
-def _fmt(x: float | None, digits: int = 3) -> str:
-    return "n/a" if x is None else f"{x:.{digits}f}"
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    """Exit 1 on a significant drop beyond --max-drop; 2 when the runs are not comparable (unless --force): data,
-    prompts or judges differ, a data hash differs, too many judge failures or too little paired coverage."""
-    base = reader.load_run(args.base, args.base_run)
-    new = reader.load_run(args.new, args.new_run)
-    print(f"base: {reader.describe(base)}\nnew:  {reader.describe(new)}")
-    if args.metric:
-        pairs, unmatched = compare.select_metrics(base, new, args.metric)
-        if unmatched:
-            print(f"emo-tasks compare: no metric {', '.join(unmatched)} in both runs", file=sys.stderr)
-            return EXIT_NOT_COMPARABLE
-    else:
-        pairs = compare.default_metrics(base, new)
-    tasks = sorted({t for t, _ in pairs})
-    # the one rule `report --trend` uses too: data, prompts, medium, generation settings, judges, data hashes
-    found = comparable.comparability(base, new, tasks)
-    reasons = [d.line for d in found.setup]
-    if not args.metric:
-        reasons.extend(compare.one_sided_headlines(base, new))
-    if not pairs and not reasons:
-        reasons.append("data: no metric is present in both runs")
-    # judge failures: over the picked metrics' tasks with --metric, else over every task both runs have
-    shared = tasks if args.metric else sorted(t for t in set(base.results) & set(new.results) if report.benchmark_of(t))
-    reasons.extend(d.line for d in found.data)
-    unchecked = found.unchecked
-    failures = {side: reader.failure_share(run, shared) for side, run in (("base", base), ("new", new))}
-    for side, got in failures.items():
-        if got and got[1] and got[0] / got[1] > args.max_failure_share:
-            reasons.append(
-                f"judge failures: {got[0]} of {got[1]} judged samples failed in the {side} run "
-                f"({got[0] / got[1]:.0%} > --max-failure-share {args.max_failure_share:g}); rerun its judge "
-                "(`emo-tasks judge` resends only the failures)"
-            )
-    results, skipped = [], []
-    for task, metric in pairs:
-        r = compare.compare_metric(base, new, task, metric, args.resamples, args.seed)
-        if isinstance(r, str):
-            (reasons if r.startswith("data:") else skipped).append(r)
-            continue
-        results.append(r)
-        if r.coverage() < args.min_coverage:
-            reasons.append(
-                f"coverage: {task} {metric}: {r.n} paired samples of {r.n_base} (base) / {r.n_new} (new) "
-                f"({r.coverage():.0%} < --min-coverage {args.min_coverage:g})"
-            )
-    if not results and skipped:
-        reasons.append("data: no metric has per-sample values in both runs (" + "; ".join(skipped) + ")")
-        skipped = []
-    if unchecked:
-        print(
-            "note: data identity could not be checked for " + ", ".join(unchecked) + " (run lmms-eval with "
-            "--log_samples to record it)",
-            file=sys.stderr,
-        )
-    for note in found.notes:
-        print(f"note: {note}", file=sys.stderr)
-    if reasons and not args.force:
-        print("emo-tasks compare: the runs are not comparable (use --force to compare anyway):", file=sys.stderr)
-        for reason in reasons:
-            print(f"  - {reason}", file=sys.stderr)
-        _print_failures(failures)
-        return EXIT_NOT_COMPARABLE
-    for reason in reasons:
-        print(f"warning (--force): {reason}", file=sys.stderr)
-    for s in skipped:
-        print(f"skipped: {s}", file=sys.stderr)
-
-    header = ["task", "metric", "base", "new", "delta", "95% CI", "p", "n paired (base/new)", "test", "verdict"]
-    rows, failed = [], []
-    for r in results:
-        regression = compare.is_regression(r, args.alpha, args.max_drop)
-        significant = r.p_value < args.alpha
-        verdict = (
-            "REGRESSION"
-            if regression
-            else ("better" if significant and r.drop < 0 else ("drop <= max-drop" if significant else "n.s."))
-        )
-        if regression:
-            failed.append(r)
-        rows.append(
-            [
-                r.task,
-                r.metric,
-                _fmt(r.base),
-                _fmt(r.new),
-                f"{r.delta:+.3f}",
-                f"[{r.low:+.3f}, {r.high:+.3f}]",
-                f"{r.p_value:.4f}",
-                f"{r.n} ({r.n_base}/{r.n_new})",
-                r.method,
-                verdict,
-            ]
-        )
-    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(header)]
-    print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
-    for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
-    print(
-        f"\ndelta = new - base; lower-is-better metrics: "
-        f"{', '.join(sorted(report.lower_is_better()))}; alpha {args.alpha}, max drop {args.max_drop}"
-    )
-    _print_failures(failures, out=sys.stdout)
-    _print_power(new, results, args.alpha)
-    from emo_tasks.common import remembering
-
-    with remembering():  # the flips and the site read each run's files once
-        if failed:
-            _print_flips(base, new, sorted({t for r in failed for t in reader.leaves(base, r.task)}))
-        viewed = _write_view(args) if args.view else EXIT_PASS
-    if failed:
-        names = ", ".join(f"{r.task}:{r.metric}" for r in failed)
-        print(f"emo-tasks compare: significant drop in {names}", file=sys.stderr)
-        return EXIT_REGRESSION
-    return viewed
-
-
-def _print_power(new: reader.Run, results: Sequence[compare.Comparison], alpha: float) -> None:
-    """What a pass means, on every verdict: the drop each test would have caught with probability 0.8 (from its
-    rows' observed paired spread); for a run on a planned subset, what was planned and the power these rows reach
-    for each planned drop (from their observed paired spread, not the plan's estimate), said plainly when it is
-    below the power the plan asked for: a pass then does not rule out that drop with that power."""
-    lines = []
-    for r in results:
-        mdd = r.detectable_drop(0.8, alpha)
-        if mdd == 0:
-            lines.append(f"  {r.task} {r.metric}: nothing to state (all {r.n} paired samples hold one value in both "
-                         "runs: no spread)")  # fmt: skip
-        elif mdd is not None:
-            lines.append(f"  {r.task} {r.metric}: a drop of {mdd:.3g} or more, with probability 0.80 "
-                         f"({r.n} paired samples and their spread)")  # fmt: skip
-    if lines:
-        print(f"\npower: a pass rules out, at alpha {alpha:g}:", *lines, sep="\n")
-    plans: dict[str, dict[str, Any]] = {}
-    for task in sorted(new.results):
-        rec = new.subset(task)
-        if rec is not None and isinstance(rec.get("plan"), dict) and rec["plan"]:
-            plans.setdefault(str(rec.get("name")), rec["plan"])
-    short = []
-    for name, plan in plans.items():
-        given = plan.get("detect") if isinstance(plan.get("detect"), dict) else {}
-        detect = {m: d for m, d in given.items() if isinstance(d, (int, float))}
-        asked, planned_alpha = plan.get("power"), plan.get("alpha")
-        asked = asked if isinstance(asked, (int, float)) else None
-        expected = plan.get("expected_power") if isinstance(plan.get("expected_power"), dict) else {}
-        expected = {k: v for k, v in expected.items() if isinstance(v, (int, float))}
-        print(f"planned (subset {name!r}, `emo-tasks plan-gate`): to catch a drop of "
-              + ", ".join(f"{d:g} in {m}" for m, d in sorted(detect.items()))
-              + (f" with power {asked:g}" if asked is not None else "")
-              + (f" at alpha {planned_alpha:g}" if isinstance(planned_alpha, (int, float)) else "")
-              + (" (expected when planned, from the base run's spread: "
-                 + ", ".join(f"{k} {v:.2f}" for k, v in sorted(expected.items())) + ")"
-                 if expected else ""))  # fmt: skip
-        reached = []
-        for r in results:
-            on_it = any((new.subset(t) or {}).get("name") == name for t in reader.leaves(new, r.task))
-            if not on_it or r.metric not in detect:
-                continue
-            d, got = detect[r.metric], r.power_for(detect[r.metric], alpha)
-            if got is None:
-                reached.append(f"  {r.task} {r.metric}: no power to state for a drop of {d:g} (no spread in its "
-                               f"{r.n} paired samples)")  # fmt: skip
-                continue
-            line = f"  {r.task} {r.metric}: power {got:.2f} to catch a drop of {d:g}"
-            if asked is not None and got < asked:
-                line += f": BELOW the {asked:g} asked; a pass does not rule out a drop of {d:g} with that power"
-                mdd = r.detectable_drop(asked, alpha) if 0.5 <= asked < 1 else None
-                line += f" (with power {asked:g} it rules out {mdd:.3g} or more)" if mdd else ""
-                short.append(f"{r.task} {r.metric} ({got:.2f} < {asked:g})")
-            reached.append(line)
-        if reached:
-            print(f"power these rows reach for the planned drops, at alpha {alpha:g} (from their observed paired "
-                  "spread):", *reached, sep="\n")  # fmt: skip
-    if short:
-        print(f"emo-tasks compare: the subset's rows reach less power than planned for {', '.join(short)}: a pass "
-              "there is weaker evidence than the plan asked for", file=sys.stderr)  # fmt: skip
-
-
-#: How many flipped samples `compare` names when it exits 1.
-N_FLIPS = 10
-
-
-def _print_flips(base: reader.Run, new: reader.Run, tasks: Sequence[str]) -> None:
-    """The largest flips of the regressed tasks (`emo_tasks.gate.flips`, as the view's comparison page lists them)."""
-    from emo_tasks.gate.flips import run_flips
-
-    try:
-        flips = run_flips(base, new, tasks)
-    except Exception as exc:  # noqa: BLE001 - the gate's verdict stands without its examples
-        print(f"note: the flipped samples could not be listed ({type(exc).__name__}: {exc})", file=sys.stderr)
-        return
-    if not flips:
-        print("\nno sample flipped (the drop is spread over many samples: see --view)")
-        return
-    print(f"\n{min(N_FLIPS, len(flips))} largest flips of {len(flips)} (correct -> not correct, or a headline "
-          "per-sample value to 0):")  # fmt: skip
-    for f in flips[:N_FLIPS]:
-        doc = f"doc {f['doc_id']}" if f["doc_id"] is not None else "unit"
-        print(f"  {f['task']}  {doc}: {f['what']}")
-
-
-def _write_view(args: argparse.Namespace) -> int:
-    """`--view DIR`: the site over BASE and NEW (`emo-tasks view`); 0 written, else view's own exit code."""
-    from emo_tasks.results.export import ExportError, ExportRefused
-
-    from .site.command import EXIT_OK, build_site
-
-    try:
-        summary = build_site([args.base, args.new], args.view, picks=[args.base_run, args.new_run],
-                             resamples=args.resamples, seed=args.seed)  # fmt: skip
-    except (ExportError, ExportRefused) as exc:
-        print(f"emo-tasks compare: --view: {' '.join(str(exc).split())}", file=sys.stderr)
-        return EXIT_NOT_COMPARABLE if isinstance(exc, ExportRefused) else EXIT_ERROR
-    print(summary["line"].replace("index.html", "index.html#compare/r1/r2"), file=sys.stderr)
-    return EXIT_OK
-
-
-def _print_failures(failures: dict[str, tuple[int, int] | None], out: Any = None) -> None:
-    """One line: each run's judge failures over the compared tasks."""
-    parts = [f"{side} {got[0]} of {got[1]}" for side, got in failures.items() if got is not None]
-    if parts:
-        print("judge failures (judge-failed of judged samples): " + ", ".join(parts), file=out or sys.stderr)
-
-
-def _read_ratings(path: str) -> dict[str, float]:
-    """item -> rating; a malformed line or a repeated item is an error naming the line."""
-    out: dict[str, float] = {}
-    if not Path(path).exists():  # a bad argument (exit 3), as a missing run folder is in the run form
-        raise reader.InputError(f"{path}: no such file")
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise reader.ReportError(f"{path}: {exc}") from exc
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-            item, rating = str(obj["item"]), float(obj["rating"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise reader.ReportError(f'{path}:{i}: expected {{"item": "<id>", "rating": <number>}} ({exc})') from exc
-        if not math.isfinite(rating):
-            raise reader.ReportError(f"{path}:{i}: rating must be a finite number")
-        if item in out:
-            raise reader.ReportError(f"{path}:{i}: item {item!r} is rated twice")
-        out[item] = rating
-    return out
-
-
-def _measure(fn: Any, *a: Any) -> float | str:
-    try:
-        return fn(*a)
-    except ValueError as exc:
-        return f"undefined ({exc})"
-
-
-def cmd_agreement(args: argparse.Namespace) -> int:
-    """Spearman, Cohen's kappa and ICC on the items both files rate; exit 2 when they share none.  Two run folders:
-    judge-vs-judge calibration (`emo_tasks.judging.agreement`; exit 2 no shared scored sample, 3 unreadable input)."""
-    import numpy as np
-
-    from emo_tasks.judging import agreement, agreement_report
-    from emo_tasks.results import stats
-
-    if agreement.is_run_form(args.judge, args.human):
-        return agreement_report.run_cli(
-            args.judge,
-            args.human,
-            icc_form=args.icc_form,
-            fmt=args.format,
-            resamples=args.resamples,
-            seed=args.seed,
-        )
-    judge, human = _read_ratings(args.judge), _read_ratings(args.human)
-    items = [k for k in judge if k in human]
-    only_judge = len(judge) - len(items)
-    only_human = len(human) - len(items)
-    if not items:
-        print(
-            f"emo-tasks agreement: no item is rated in both files ({len(judge)} judge, {len(human)} human items)",
-            file=sys.stderr,
-        )
-        return 2
-    x = [judge[k] for k in items]
-    y = [human[k] for k in items]
-    try:
-        a = stats.agreement(x, y, icc_form=args.icc_form)
-        values: dict[str, float | str] = {"spearman": a.spearman, "cohen_kappa": a.cohen_kappa, "icc": a.icc}
-    except ValueError:  # one measure undefined: report the others
-        values = {
-            "spearman": _measure(stats.spearman, x, y),
-            "cohen_kappa": _measure(stats.cohen_kappa, np.round(x, 9).tolist(), np.round(y, 9).tolist()),
-            "icc": _measure(stats.icc, np.column_stack([x, y]), args.icc_form),
-        }
-    doc = {
-        "n": len(items),
-        **values,
-        "icc_form": args.icc_form,
-        "missing": {"only_in_judge": only_judge, "only_in_human": only_human},
-        "judge_file": args.judge,
-        "human_file": args.human,
-    }
-    if args.format == "json":
-        print(json.dumps(doc, indent=2))
-    else:
-
-        def f(v: float | str) -> str:
-            return v if isinstance(v, str) else f"{v:.4f}"
-
-        print(f"n (items in both)   {len(items)}")
-        print(f"Spearman's rho      {f(values['spearman'])}")
-        print(f"Cohen's kappa       {f(values['cohen_kappa'])}")
-        print(f"{args.icc_form:<19} {f(values['icc'])}")
-        print(f"missing             {only_judge} only in judge file, {only_human} only in human file")
-    return 0
+    return write_compare_view(args)

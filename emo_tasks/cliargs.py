@@ -20,6 +20,9 @@ from typing import Any, NoReturn
 
 #: The exit code of a bad argument, for every command (docs/cli.md#exit-codes).
 EXIT_BAD_ARGUMENT = 3
+#: The exit codes of `report`, `compare`, `plan-gate` and `agreement` (the regression gate's, for CI): ok / pass, a
+#: significant drop beyond --max-drop, not comparable, an error (docs/cli.md#exit-codes).
+EXIT_PASS, EXIT_REGRESSION, EXIT_NOT_COMPARABLE, EXIT_ERROR = 0, 1, 2, 3
 
 _NAME_MAX = 255  # bytes of one path component (ext4, xfs, btrfs, APFS)
 

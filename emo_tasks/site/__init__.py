@@ -9,7 +9,8 @@ The modules, in the order the data flows:
   each benchmark's `view_samples` (the registry); it names no benchmark.
 - `media.py`: thumbnails of the image files a sample's media names (Pillow, content-addressed, cached).
 - `files.py`: the data files (JSON made safe to load as a script), the staging folder, `--force`.
-- `command.py`: the command line (`add_parser`, `main_view`) and `build_site`, which ties them together.
+- `command.py`: the command line (`add_parser`, `main_view`; `write_compare_view` for `compare --view`) and
+  `build_site`, which ties them together.
 - `assets/`: the page (`index.html`), its script (`app.js`: hash routing, every model-written string inserted as
   text, never as HTML) and its style (`style.css`), copied as they are.
 """

@@ -79,6 +79,21 @@ def main_view(args: Any) -> int:
     return EXIT_OK
 
 
+def write_compare_view(args: Any) -> int:
+    """`emo-tasks compare --view DIR`: the site over BASE and NEW, opened at their comparison page; 0 written, else
+    view's own exit code (2 refused, 3 error), one line on stderr.  `args`: compare's (base, new, view, base_run,
+    new_run, resamples, seed).  The command line hands it to `emo_tasks.gate.command.main_compare`: the gate is a
+    layer below the site."""
+    try:
+        summary = build_site([args.base, args.new], args.view, picks=[args.base_run, args.new_run],
+                             resamples=args.resamples, seed=args.seed)  # fmt: skip
+    except (ExportError, ExportRefused) as exc:
+        print(f"emo-tasks compare: --view: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_REFUSED if isinstance(exc, ExportRefused) else EXIT_ERROR
+    print(summary["line"].replace("index.html", "index.html#compare/r1/r2"), file=sys.stderr)
+    return EXIT_OK
+
+
 def build_site(
     run_paths: Sequence[str | Path],
     out: str | Path,

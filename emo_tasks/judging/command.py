@@ -1,0 +1,141 @@
+"""`emo-tasks judge RUN_DIR` and `emo-tasks agreement A B`: judging a saved run, and how far a judge agrees.
+
+The command line's parser is `emo_tasks.cli`; these are the commands' bodies.  `judge` runs the judge stage
+(`stage.judge_run`; exit 0 done, 2 refused, 3 error, 4 too many judge failures).  `agreement` has two forms: two
+judged run folders (judge vs judge, `agreement_report.run_cli`: 0 ok, 2 no shared scored sample, 3 unreadable
+input) or two JSONL rating files (judge vs human, here: 0 ok, 2 no shared item; `emo_tasks.cli.main` turns a
+malformed line into 2 and a missing file into 3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from emo_tasks.results import reader
+
+
+def main_judge(args: argparse.Namespace) -> int:
+    """The judge stage (emo_tasks/judging/stage.py); its exit code: 0 done, 2 refused, 3 error."""
+    from emo_tasks.judging import stage
+    from emo_tasks.judging.dryrun import parse_prices
+
+    try:
+        prices = parse_prices(args.price)
+    except stage.StageError as exc:
+        print(f"emo-tasks judge: {exc}", file=sys.stderr)
+        return stage.EXIT_ERROR
+    share = stage.DEFAULT_MAX_FAILURE_SHARE if args.max_failure_share is None else args.max_failure_share
+    if not 0.0 <= share <= 1.0:  # also refuses nan
+        print(f"emo-tasks judge: --max-failure-share {share:g}: must be a share between 0 and 1", file=sys.stderr)
+        return stage.EXIT_ERROR
+    overrides = {var: getattr(args, flag) for flag, var in stage.MODEL_FLAGS.items()}
+    return stage.judge_run(
+        args.run,
+        tasks=[t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None,
+        out=args.out,
+        overrides=overrides,
+        dry_run=args.dry_run,
+        prices=prices,
+        extra_judge=args.extra_judge,  # --multiemo-judge (its dest in cli.py)
+        run=args.pick,
+        partial=args.partial,
+        max_failure_share=share,
+    )
+
+
+def _read_ratings(path: str) -> dict[str, float]:
+    """item -> rating; a malformed line or a repeated item is an error naming the line."""
+    out: dict[str, float] = {}
+    if not Path(path).exists():  # a bad argument (exit 3), as a missing run folder is in the run form
+        raise reader.InputError(f"{path}: no such file")
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise reader.ReportError(f"{path}: {exc}") from exc
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            item, rating = str(obj["item"]), float(obj["rating"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise reader.ReportError(f'{path}:{i}: expected {{"item": "<id>", "rating": <number>}} ({exc})') from exc
+        if not math.isfinite(rating):
+            raise reader.ReportError(f"{path}:{i}: rating must be a finite number")
+        if item in out:
+            raise reader.ReportError(f"{path}:{i}: item {item!r} is rated twice")
+        out[item] = rating
+    return out
+
+
+def _measure(fn: Any, *a: Any) -> float | str:
+    try:
+        return fn(*a)
+    except ValueError as exc:
+        return f"undefined ({exc})"
+
+
+def main_agreement(args: argparse.Namespace) -> int:
+    """Spearman, Cohen's kappa and ICC on the items both files rate; exit 2 when they share none.  Two run folders:
+    judge-vs-judge calibration (`emo_tasks.judging.agreement`; exit 2 no shared scored sample, 3 unreadable input)."""
+    import numpy as np
+
+    from emo_tasks.judging import agreement, agreement_report
+    from emo_tasks.results import stats
+
+    if agreement.is_run_form(args.judge, args.human):
+        return agreement_report.run_cli(
+            args.judge,
+            args.human,
+            icc_form=args.icc_form,
+            fmt=args.format,
+            resamples=args.resamples,
+            seed=args.seed,
+        )
+    judge, human = _read_ratings(args.judge), _read_ratings(args.human)
+    items = [k for k in judge if k in human]
+    only_judge = len(judge) - len(items)
+    only_human = len(human) - len(items)
+    if not items:
+        print(
+            f"emo-tasks agreement: no item is rated in both files ({len(judge)} judge, {len(human)} human items)",
+            file=sys.stderr,
+        )
+        return 2
+    x = [judge[k] for k in items]
+    y = [human[k] for k in items]
+    try:
+        a = stats.agreement(x, y, icc_form=args.icc_form)
+        values: dict[str, float | str] = {"spearman": a.spearman, "cohen_kappa": a.cohen_kappa, "icc": a.icc}
+    except ValueError:  # one measure undefined: report the others
+        values = {
+            "spearman": _measure(stats.spearman, x, y),
+            "cohen_kappa": _measure(stats.cohen_kappa, np.round(x, 9).tolist(), np.round(y, 9).tolist()),
+            "icc": _measure(stats.icc, np.column_stack([x, y]), args.icc_form),
+        }
+    doc = {
+        "n": len(items),
+        **values,
+        "icc_form": args.icc_form,
+        "missing": {"only_in_judge": only_judge, "only_in_human": only_human},
+        "judge_file": args.judge,
+        "human_file": args.human,
+    }
+    if args.format == "json":
+        print(json.dumps(doc, indent=2))
+    else:
+
+        def f(v: float | str) -> str:
+            return v if isinstance(v, str) else f"{v:.4f}"
+
+        print(f"n (items in both)   {len(items)}")
+        print(f"Spearman's rho      {f(values['spearman'])}")
+        print(f"Cohen's kappa       {f(values['cohen_kappa'])}")
+        print(f"{args.icc_form:<19} {f(values['icc'])}")
+        print(f"missing             {only_judge} only in judge file, {only_human} only in human file")
+    return 0
