@@ -103,7 +103,8 @@ def layer(module: str) -> int:
     parts = module.split(".")
     if parts[0] == "judges":
         return LAYERS.index("judges")
-    if len(parts) == 1 or (len(parts) == 2 and parts[1] not in ("cli", "__main__")) or parts[1] in ("models", "tasks"):
+    folder = len(parts) > 1 and (PACKAGE / parts[1]).is_dir()  # a folder's __init__ is of the folder's layer
+    if len(parts) == 1 or (not folder and parts[1] not in ("cli", "__main__")) or parts[1] in ("models", "tasks"):
         return LAYERS.index("emo_tasks")
     name = "benchmark" if parts[1] in BENCHMARK_FOLDERS else "cli" if parts[1] == "__main__" else parts[1]
     return LAYERS.index(name)

@@ -373,7 +373,6 @@ def generation_differences(
     return notes
 
 
-
 def _stable(value: Any) -> str:
     """A config value without the memory addresses lmms-eval leaves in function reprs ('<function f at 0x..>')."""
     return re.sub(r" at 0x[0-9a-fA-F]+", "", json.dumps(value, sort_keys=True, default=str))
