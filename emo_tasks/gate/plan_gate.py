@@ -30,6 +30,7 @@ from emo_tasks.gate import compare
 from emo_tasks.gate import power as gate_power  # not `power`: plan_gate() takes a `power` argument
 from emo_tasks.judging.stage_types import StageError
 from emo_tasks.results import reader
+from emo_tasks.results.layout import JUDGED_DIR
 
 
 class PlanError(ValueError):
@@ -320,7 +321,7 @@ def answers_folder(results_file: str | Path) -> Path:
     (`RUN/judged/<setup>/`), RUN; else the results file's folder."""
     folder = Path(results_file).parent
     parts = folder.parts
-    return Path(*parts[: len(parts) - 1 - parts[::-1].index("judged")]) if "judged" in parts else folder
+    return Path(*parts[: len(parts) - 1 - parts[::-1].index(JUDGED_DIR)]) if JUDGED_DIR in parts else folder
 
 
 def dry_run_cost(

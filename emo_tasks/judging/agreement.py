@@ -11,9 +11,10 @@ module-level names of `JudgeRatings`.  Today that is MME-Emotion's alone: `emo_t
 whose docstring says what it reads and how (the examples below are MME-Emotion's).
 
 - input: the newest judge log per task in a results folder's `emo_tasks_judge/` and the summary beside it
-  (MME-Emotion: `[sample_]<task>_<stamp>_judge.jsonl` and `_summary.json`).  A path may hold several judged results
-  (`RUN/emo_tasks_judge/`, `RUN/judged/<slug>/emo_tasks_judge/`, ...): the newest one (newest log stamp) is used and
-  the choice is printed on stderr;
+  (MME-Emotion: `[sample_]<task>_<stamp>_judge.jsonl` and `_summary.json`) by the one rule of every command
+  (`reader.pick_judge_log`: a newer log unreadable beside an older one is refused).  A path may hold several judged
+  results (`RUN/emo_tasks_judge/`, `RUN/judged/<slug>/emo_tasks_judge/`, ...): the newest one (newest log stamp) is
+  used and the choice is printed on stderr;
 - judge setup: each side's setup (the benchmark's setup fields; MME-Emotion: judge models per role, protocol,
   alpha, audio clues, endpoint, judge mode) is read from its summaries, never from a folder name, and printed with
   the logs.  When the logs of one side record different setups (one folder holding several judges' logs, newest
@@ -35,9 +36,10 @@ the ICC (default ICC(2,1): absolute agreement, so a harsher judge disagrees) and
 that is undefined (constant ratings, fewer than two pairs) is null with a note; it never stops the report.
 
 Exit codes (one line on stderr each): 0 ok; 2 the runs share no sample scored in both, both paths resolve to the
-same judged result, one side's logs record more than one judge setup, or the two sides hold different benchmarks'
-logs (the reason is printed); 3 unreadable input (a path that is missing or holds no judge log, a malformed log
-line - named by file and line number - or summary).
+same judged result, one side's logs record more than one judge setup, the two sides hold different benchmarks'
+logs, or a task's newest judge log cannot be read beside an older one (the reason is printed); 3 unreadable
+input (a path that is missing or holds no judge log, a malformed log line - named by file and line number - or
+summary).
 
 JSON (`--format json`), schema `emo-tasks/judge-agreement/1` (field names and examples as MME-Emotion gives them)::
 
@@ -100,13 +102,14 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from emo_tasks import benchmarks
+from emo_tasks.results import reader
+from emo_tasks.results.layout import JUDGE_DIR
 
-LOGS_DIR = "emo_tasks_judge"  # the folder of a judged result (RUN/, RUN/judged/<slug>/) that holds its judge logs
 SCORED = "scored"  # the status of a usable judgement: only samples scored in both runs are paired
 
 
-class InputError(Exception):
-    """A path or file that cannot be read as a judged run (exit 3)."""
+class InputError(reader.InputError):
+    """A path or file that cannot be read as a judged run (exit 3; the reader's kind: `reader.pick_judge_log`)."""
 
 
 # ------------------------------------------------------------------------------------- what a benchmark gives
@@ -148,6 +151,9 @@ class JudgeRatings(Protocol):
     def judge_logs(self, folder: Path) -> dict[str, Path]:
         """Task -> its newest judge log in `folder`/emo_tasks_judge/ ({}: none)."""
 
+    def all_judge_logs(self, folder: Path) -> dict[str, list[Path]]:
+        """Task -> every judge log of it in `folder`/emo_tasks_judge/, newest first (the one rule picks among them)."""
+
     def log_stamp(self, log: Path) -> str:
         """A log's time stamp: the newest judged result under a path has the newest one."""
 
@@ -156,8 +162,9 @@ class JudgeRatings(Protocol):
 
     def task_title(self, task: str) -> str: ...
 
-    def read_task(self, task: str, log: Path) -> TaskLog:
-        """The task's rows of its log and the summary beside it, read and checked (InputError naming the file)."""
+    def read_task(self, task: str, log: Path, summary: dict[str, Any] | None) -> TaskLog:
+        """The task's rows of its log, read and checked with the summary beside it (`reader.read_summary`; None:
+        there is none), InputError naming the file."""
 
     def pair_notes(self, task: str, a: TaskLog, b: TaskLog) -> list[str]:
         """Remarks on a task judged in both runs (a different alpha, the same judge models, ...)."""
@@ -198,11 +205,11 @@ def find_results(path: Path, ratings: JudgeRatings) -> list[Path]:
         raise InputError(f"{path}: no such directory")
     if not path.is_dir():
         raise InputError(f"{path}: not a directory (give two run folders, or two JSONL rating files)")
-    if path.name == LOGS_DIR:
+    if path.name == JUDGE_DIR:
         path = path.parent
     try:
-        found = {p.parent for p in path.rglob(LOGS_DIR) if p.is_dir()}
-        if (path / LOGS_DIR).is_dir():
+        found = {p.parent for p in path.rglob(JUDGE_DIR) if p.is_dir()}
+        if (path / JUDGE_DIR).is_dir():
             found.add(path)
         folders = [f for f in found if ratings.judge_logs(f)]
         return sorted(folders, key=lambda f: _newest_key(f, ratings), reverse=True)
@@ -225,23 +232,16 @@ def load_run(path: str | Path) -> JudgedRun:
             f"{' or '.join(r.LOGS for r in every)}; run lmms-eval with --output_path, or `emo-tasks judge`)"
         )
     run = JudgedRun(path=path, folder=candidates[0], candidates=candidates, ratings=ratings)
-    for task, log in sorted(ratings.judge_logs(run.folder).items(), key=lambda kv: ratings.task_order(kv[0])):
-        run.tasks[task] = ratings.read_task(task, log)
-        run.notes += run.tasks[task].notes
+    for task, logs in sorted(ratings.all_judge_logs(run.folder).items(), key=lambda kv: ratings.task_order(kv[0])):
+        pick = reader.pick_judge_log(task, logs, lambda log, summary, t=task: ratings.read_task(t, log, summary))
+        if pick.content is None:  # no log of the task could be read: the newest one's error (exit 3)
+            exc = pick.unreadable[0][1]
+            if isinstance(exc, InputError):
+                raise exc
+            raise InputError(str(exc)) from exc
+        run.tasks[task] = pick.content
+        run.notes += pick.content.notes
     return run
-
-
-def read_summary(summary_file: Path) -> dict[str, Any] | None:
-    """A judge summary beside a log (a JSON object); None when there is none."""
-    if not summary_file.exists():
-        return None
-    try:
-        summary = json.loads(summary_file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"{summary_file}: not readable JSON ({exc})") from exc
-    if not isinstance(summary, dict):
-        raise InputError(f"{summary_file}: expected a JSON object")
-    return summary
 
 
 # ------------------------------------------------------------------------------------------------ judge setup

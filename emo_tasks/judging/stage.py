@@ -43,8 +43,6 @@ from emo_tasks.judging.stage_types import (  # noqa: F401 - the stage's names, r
     EXIT_JUDGE_FAILURES,
     EXIT_OK,
     EXIT_REFUSED,
-    JUDGED_DIR,
-    MARKER,
     MODEL_FLAGS,
     LoggedSample,
     NoAnswers,
@@ -52,6 +50,7 @@ from emo_tasks.judging.stage_types import (  # noqa: F401 - the stage's names, r
     StageRefused,
     TaskPlan,
 )
+from emo_tasks.results.layout import ANSWERS_SUFFIX, JUDGE_DIR, JUDGED_DIR, MARKER
 
 
 # ------------------------------------------------------------------------------------------------ the run
@@ -60,7 +59,6 @@ def source_results(run_dir: Path, pick: str | None = None) -> tuple[Path, dict[s
     (`reader.find_results`): the folder's one lmms-eval results file (judged results under `judged/` are ours,
     never a source), or the one `pick` (--run) names; several and none picked is a refusal listing them."""
     from emo_tasks.results import reader
-    from emo_tasks.vlmeval.runfolder import refused_note
 
     if run_dir.is_file():
         chosen = run_dir
@@ -73,7 +71,7 @@ def source_results(run_dir: Path, pick: str | None = None) -> tuple[Path, dict[s
                 chosen = reader.pick_results(run_dir, pick, sorted(lmms + judged, key=lambda p: (p.name, str(p))))
             except reader.ReportError as exc:
                 raise StageRefused(str(exc)) from None
-        elif not lmms and (refused := refused_note(run_dir)):
+        elif not lmms and (refused := reader.refused_note(run_dir)):
             raise StageRefused(f"{run_dir}: {refused}")
         elif not lmms:
             raise StageError(
@@ -137,10 +135,10 @@ def logged_samples(
     deferred = path is None
     if deferred and (data is None or was_deferred(data, task)):
         root = run_root(run_dir, results_file)
-        found = sorted((root / "emo_tasks_judge").glob(f"{_deferred_name(task)}_*_answers.jsonl"))
+        found = sorted((root / JUDGE_DIR).glob(f"{_deferred_name(task)}_*{ANSWERS_SUFFIX}"))
         if len(found) > 1:
             raise StageRefused(
-                f"{task}: {results_file.name} has no sample log, and {root / 'emo_tasks_judge'} holds "
+                f"{task}: {results_file.name} has no sample log, and {root / JUDGE_DIR} holds "
                 f"{len(found)} deferred answer files ({', '.join(f.name for f in found)}): which belongs to this "
                 "run cannot be proven; write each EMO_JUDGE=defer run to a fresh --output_path, or rerun with "
                 "--log_samples"

@@ -13,9 +13,6 @@ from emo_tasks.benchmarks import Benchmark
 EXIT_OK, EXIT_REFUSED, EXIT_ERROR, EXIT_JUDGE_FAILURES = 0, 2, 3, 4
 #: `judge` exits EXIT_JUDGE_FAILURES above this share of failed judgements (the default of `compare`'s gate).
 DEFAULT_MAX_FAILURE_SHARE = 0.1
-JUDGED_DIR = "judged"
-#: Marks our own results files, so the stage never takes them for the lmms-eval run it judges.
-MARKER = "emo_tasks_judge"
 #: --judge-model / --step-model / --audio-model -> the variables the benchmarks' settings read.
 MODEL_FLAGS = {"judge_model": "EMO_JUDGE_MODEL", "step_model": "EMO_STEP_MODEL", "audio_model": "EMO_AUDIO_MODEL"}
 

@@ -3,11 +3,12 @@ rows of one sample are compared.  The comparison itself - finding the newest jud
 refusals, pairing, the statistics, the text and the JSON schema, exit codes - is generic:
 `emo_tasks/judging/agreement.py`, which finds this module through the registry (`registry.BENCHMARK.judge_ratings`)
 and uses its module-level names, those of `emo_tasks.judging.agreement.JudgeRatings`: TITLE, LOGS, SETUP_FIELDS,
-SCORES, judge_logs, log_stamp, task_order, task_title, read_task and pair_notes.
+SCORES, judge_logs, all_judge_logs, log_stamp, task_order, task_title, read_task and pair_notes.
 
 - logs: per task, the newest `emo_tasks_judge/[sample_]<task>_<stamp>_judge.jsonl` of a results folder (as
-  `results.judge_logs` finds them; one log may cover several tasks) and the `_summary.json` beside it (alpha, judge
-  models, ...).  The newest judged result under a path is the one with the newest log stamp;
+  `registry.all_judge_logs` finds them; one log may cover several tasks; the one rule `reader.pick_judge_log`
+  picks) and the `_summary.json` beside it (alpha, judge models, ...; read by `reader.read_summary`).  The newest
+  judged result under a path is the one with the newest log stamp;
 - rows: one JSON object a line, split on newlines only (the logs are written with ensure_ascii=False, so an answer
   may hold U+2028 or U+0085, which str.splitlines would treat as line breaks).  A row names its task (official key
   or lmms-eval name; a shared log's rows of other tasks are skipped) and an integer `row`, once per task, and a
@@ -33,16 +34,17 @@ import math
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.judging.agreement import SCORED, InputError, Sample, TaskLog, read_summary
+from emo_tasks.judging.agreement import SCORED, InputError, Sample, TaskLog
+from emo_tasks.results.layout import JUDGE_DIR, JUDGE_LOG_SUFFIX, summary_file
 
 from .protocol import spec_for
 from .registry import TASKS, TITLES
+from .registry import all_judge_logs as all_judge_logs  # the interface's: every log per task, newest first
 from .registry import judge_logs as judge_logs  # the interface's: newest log per task
 from .scoring import DEFAULT_ALPHA, TABLE, rating_value
 
 TITLE = "MME-Emotion"
-LOGS = "**/emo_tasks_judge/[sample_]<task>_<stamp>_judge.jsonl"
-_LOG_SUFFIX = "_judge.jsonl"
+LOGS = f"**/{JUDGE_DIR}/[sample_]<task>_<stamp>{JUDGE_LOG_SUFFIX}"
 _SAMPLE = "mme_emotion_sample_"
 #: The summary fields that make two judge logs one judge (a difference in any of these mixes judges), titled.
 SETUP_FIELDS = {
@@ -59,11 +61,7 @@ _ANSWER = ("video_id", "answer")  # what a row judged: two rows pair only when t
 
 
 def log_stamp(log: Path) -> str:
-    return log.name[: -len(_LOG_SUFFIX)].rsplit("_", 1)[-1]
-
-
-def summary_file(log: Path) -> Path:
-    return log.with_name(log.name[: -len(_LOG_SUFFIX)] + "_summary.json")
+    return log.name[: -len(JUDGE_LOG_SUFFIX)].rsplit("_", 1)[-1]
 
 
 def task_order(task: str) -> tuple[int, str]:
@@ -128,9 +126,9 @@ def _sample(row: dict[str, Any]) -> Sample:
     return Sample(row["status"], answer, steps, {m: TABLE[m].per_sample(row) for m in SCORES})
 
 
-def read_task(task: str, log: Path) -> TaskLog:
-    """One task's rows of its judge log and the summary beside it, read and checked."""
-    summary = read_summary(summary_file(log))
+def read_task(task: str, log: Path, summary: dict[str, Any] | None) -> TaskLog:
+    """One task's rows of its judge log, read and checked, with the summary beside it (`reader.read_summary`, read
+    by the one rule that picks the log; None: there is none)."""
     out = TaskLog(log=log, summary=summary or {}, summary_file=None if summary is None else summary_file(log))
     if summary is None:
         out.notes.append(f"{task}: no {summary_file(log).name}; alpha {DEFAULT_ALPHA}")

@@ -46,7 +46,6 @@ Beside these files every export folder holds `provenance.json`, `summary.json` a
 from __future__ import annotations
 
 import io
-import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -66,10 +65,14 @@ from emo_tasks.results.export import (
     write_json,
     write_text,
 )
+from emo_tasks.results.layout import JUDGE_DIR, JUDGE_LOG_SUFFIX
 
 #: What `emo-tasks export --help` says of this format: what RUN_DIR must be, and its own reason to refuse (exit 2).
 RUN_DIR_HELP = "judged, for mme-official"
-REFUSALS = ("the folder holds only another run's MME-Emotion judge logs",)
+REFUSALS = (
+    "the folder holds only another run's MME-Emotion judge logs",
+    "a newer MME-Emotion judge log of a task cannot be read while an older one can",
+)
 
 #: Official task key -> (result file-name prefix, per-task rating rule); the order of the Overall script's list
 #: (eval_cot/Overall/metrics/cal_metrics.py lines 88-95).  "digit": `: (\d)/1`; "fraction": `:\s*(\d+)/(\d+)`.
@@ -237,43 +240,40 @@ def _matches(official: Mapping[str, Any], project: Mapping[str, Any]) -> bool:
 
 def _mme_rows(run: Any) -> dict[str, tuple[str, list[dict[str, Any]], dict[str, Any]]]:
     """Official key -> (lmms-eval leaf task, its judge-log rows in row order, its summary).  The log of a task is
-    the newest one of the run's emo_tasks_judge/ that is this run's (`results.not_this_runs`); ExportRefused when the
-    folder holds judge logs of the task and none is."""
-    from emo_tasks.mme_emotion.registry import TITLES, all_judge_logs, not_this_runs, task_rows
+    the run's own by the rule every command uses (`registry.own_judge_log`): the newest one of the run's
+    emo_tasks_judge/ that is this run's.  ExportRefused when the folder holds judge logs of the task and none is
+    (or a newer one cannot be read while an older one would be taken, `reader.JudgeLogRefused`); ExportError when
+    the only logs that could be the run's cannot be read."""
+    from emo_tasks.mme_emotion.registry import TITLES, own_judge_log
+    from emo_tasks.results.reader import JudgeLogRefused
 
-    logs = all_judge_logs(run.path)
     found: dict[str, tuple[str, list[dict[str, Any]], dict[str, Any]]] = {}
     for task in run.results:
-        if task not in TITLES or task not in logs:
+        if task not in TITLES:
             continue
         key = TITLES[task]
-        chosen, why_not = None, []
-        for log in logs[task]:
-            try:
-                rows = sorted(task_rows(log, task), key=lambda r: int(r["row"]))
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                if log == logs[task][0]:  # the newest log unreadable: an error, as before
-                    raise ExportError(f"{log}: not a readable MME-Emotion judge log ({exc})") from exc
-                continue
-            reason = not_this_runs(run.results_file, task, rows)
-            if reason is None:
-                chosen = (log, rows)
-                break
-            why_not.append(f"{log.name}: {reason}")
-        if chosen is None:
-            raise ExportRefused(
-                f"{run.path}: no judge log of {task} is of this run ({run.results_file.name}), they are of another "
-                f"run: {'; '.join(why_not[:2])}; export the run they belong to (--run), or judge this run "
-                "(`emo-tasks judge`) and export its judged results"
-            )
-        log, rows = chosen
-        summary_file = log.with_name(log.name[: -len("_judge.jsonl")] + "_summary.json")
-        summary = json.loads(summary_file.read_text(encoding="utf-8")) if summary_file.exists() else {}
+        try:
+            pick = own_judge_log(run.path, run.results_file, task)
+        except JudgeLogRefused as exc:
+            raise ExportRefused(str(exc)) from exc
+        if pick.log is None or pick.content is None:
+            if pick.unreadable:
+                log, exc = pick.unreadable[0]
+                raise ExportError(f"{log}: not a readable MME-Emotion judge log ({exc})") from exc
+            if pick.others:
+                why_not = "; ".join(f"{log.name}: {reason}" for log, reason in pick.others[:2])
+                raise ExportRefused(
+                    f"{run.path}: no judge log of {task} is of this run ({run.results_file.name}), they are of "
+                    f"another run: {why_not}; export the run they belong to (--run), or judge this run "
+                    "(`emo-tasks judge`) and export its judged results"
+                )
+            continue  # no judge log of the task
+        rows = sorted(pick.content, key=lambda r: int(r["row"]))
         if key in found:
             raise ExportError(
                 f"{run.path}: both {found[key][0]} and {task} are MME-Emotion {key}; export one run at a time"
             )
-        found[key] = (task, rows, summary)
+        found[key] = (task, rows, pick.summary or {})
     return found
 
 
@@ -295,7 +295,7 @@ def export_mme_official(
         raise ExportError(f"{run_dir}: no MME-Emotion task in {run.results_file.name}")
     found = _mme_rows(run)
     if not found:
-        raise not_judged(run_dir, "no MME-Emotion judge log, emo_tasks_judge/*_judge.jsonl, for its tasks")
+        raise not_judged(run_dir, f"no MME-Emotion judge log, {JUDGE_DIR}/*{JUDGE_LOG_SUFFIX}, for its tasks")
     modes = {key: s.get("judge_mode") for key, (_t, _r, s) in found.items()}
     if not any(r.get("status") == "scored" for _t, rows, _s in found.values() for r in rows):
         if all(r.get("status") == "offline" for _t, rows, _s in found.values() for r in rows):

@@ -2,7 +2,8 @@
 per-sample values back from an lmms-eval output folder.
 
 Per-sample values (key: (task, row)) come from our judge logs, `<output_path>/emo_tasks_judge/
-[sample_]<task>_<stamp>_judge.jsonl` (the newest log naming the task wins), through `scoring.TABLE`'s per-sample
+[sample_]<task>_<stamp>_judge.jsonl` (the run's own, by the one rule `reader.pick_judge_log`: the newest log naming
+the task whose rows are this run's), through `scoring.TABLE`'s per-sample
 functions: rec_s = 100*recognition (status scored or offline), rea_s = 100*reasoning (scored), cot_s = alpha*rec +
 (1-alpha)*rea (scored; alpha from the log's `_summary.json`), rec_s_strict = 100*strict_recognition, avg_step =
 n_steps (scored), avg_token = o200k tokens of the answer.  A group (`mme_emotion_all` / `mme_emotion_sample`)
@@ -20,6 +21,8 @@ from typing import Any
 from emo_tasks.benchmarks import Benchmark, SampleValues
 from emo_tasks.common import DataError, once
 from emo_tasks.datafiles import read_jsonl_numbered, read_sample_log
+from emo_tasks.results.layout import JUDGE_DIR, JUDGE_LOG_SUFFIX, MARKER
+from emo_tasks.results.reader import JudgeLogPick, pick_judge_log
 
 from .protocol import spec_for, task_specs
 from .scoring import DEFAULT_ALPHA, TABLE, group_aggregate
@@ -30,18 +33,21 @@ _SAMPLE = {s.task.replace("mme_emotion_", "mme_emotion_sample_", 1): s.key for s
 TITLES = {**{s.task: s.key for s in task_specs().values()}, **_SAMPLE}
 TASKS = tuple(TITLES)  # the 8 benchmark tasks in the paper's order, then their 8 sample twins
 
-_JUDGE_FILE = re.compile(r"^(?P<sample>sample_)?(?P<tasks>mme_emotion_.+?)_(?P<stamp>\d{8}T\d{6})_judge\.jsonl$")
+_JUDGE_FILE = re.compile(
+    rf"^(?P<sample>sample_)?(?P<tasks>mme_emotion_.+?)_(?P<stamp>\d{{8}}T\d{{6}}){re.escape(JUDGE_LOG_SUFFIX)}$"
+)
 
 
 def judge_logs(run_dir: Path) -> dict[str, Path]:
-    """Leaf task name -> the newest judge log that covers it, in `<run_dir>/emo_tasks_judge/`."""
+    """Leaf task name -> the newest judge log that covers it, in `<run_dir>/emo_tasks_judge/` (whether or not it is
+    the run's own: `own_judge_log` says which is)."""
     return {task: logs[0] for task, logs in all_judge_logs(run_dir).items()}
 
 
 def all_judge_logs(run_dir: Path) -> dict[str, list[Path]]:
     """Leaf task name -> every judge log in `<run_dir>/emo_tasks_judge/` that covers it, newest first."""
-    folder = Path(run_dir) / "emo_tasks_judge"
-    logs = sorted(folder.glob("*_judge.jsonl")) if folder.is_dir() else []
+    folder = Path(run_dir) / JUDGE_DIR
+    logs = sorted(folder.glob(f"*{JUDGE_LOG_SUFFIX}")) if folder.is_dir() else []
     named = [(m, log) for log in logs if (m := _JUDGE_FILE.match(log.name))]
     found: dict[str, list[Path]] = {}
     for m, log in sorted(named, key=lambda ml: (ml[0].group("stamp"), ml[1].name), reverse=True):
@@ -58,7 +64,7 @@ def _counts_of(results_file: Path, task: str) -> dict[str, int] | None:
         data = json.loads(Path(results_file).read_text(encoding="utf-8"))
         row = (data.get("results") or {}).get(task) or {}
         n = ((data.get("n-samples") or {}).get(task) or {}).get("effective")
-        partial = ((data.get("emo_tasks_judge") or {}).get("partial") or {}).get(task)
+        partial = ((data.get(MARKER) or {}).get("partial") or {}).get(task)
         n = partial.get("judged") if isinstance(partial, dict) else n
     except (OSError, ValueError, AttributeError):
         return None
@@ -86,10 +92,16 @@ def _task_rows(log: Path, task: str) -> list[dict[str, Any]]:
     for n, r in read_jsonl_numbered(log):
         name = r.get("task") if isinstance(r, dict) else None  # a row without a task: the error below names it
         try:
-            if spec_for(name).task == base:
-                out.append(r)
+            mine = spec_for(name).task == base
         except (KeyError, AttributeError, TypeError):
             raise DataError(f"{log} line {n}: not a judge-log row (task {name!r} is no MME-Emotion task)") from None
+        if not mine:
+            continue
+        try:
+            int(r["row"])
+        except (KeyError, TypeError, ValueError):
+            raise DataError(f"{log} line {n}: a judge-log row of {task} needs an integer 'row'") from None
+        out.append(r)
     return out
 
 
@@ -127,50 +139,48 @@ def not_this_runs(results_file: Path, task: str, rows: list[dict[str, Any]]) -> 
     return None
 
 
-def own_judge_log(run_dir: Path, results_file: Path, task: str) -> tuple[Path | None, list[dict[str, Any]], str]:
-    """The run's own judge log of a leaf task and its rows: the newest one in the run's `emo_tasks_judge/` that is
-    this run's (`not_this_runs`: its counts and answers), so a log left by another run into the same folder is never
-    taken for this one's.  None, [] and a note saying why when there is none (or one cannot be read)."""
-    logs = all_judge_logs(run_dir).get(task) or []
-    if not logs:
-        why = (
-            f"{task}: no MME-Emotion judge log (emo_tasks_judge/*{task.replace('_sample', '')}*_judge.jsonl), "
-            "so no confidence intervals; rerun lmms-eval with --output_path DIR (the judge writes it there)"
-        )
-        return None, [], why
-    why_not = []
-    for candidate in logs:
-        try:
-            rows = task_rows(candidate, task)
-        except (OSError, ValueError) as exc:
-            return None, [], f"{task}: could not read {candidate.name} ({exc}); no CIs"
-        reason = not_this_runs(results_file, task, rows)
-        if reason is None:
-            return candidate, rows, ""
-        why_not.append(f"{candidate.name}: {reason}")
-    why = (
-        f"{task}: no judge log in {Path(run_dir) / 'emo_tasks_judge'} is this run's ({'; '.join(why_not[:2])}); "
-        "the logs there belong to other runs, so no confidence intervals"
+def own_judge_log(run_dir: Path, results_file: Path, task: str) -> JudgeLogPick[list[dict[str, Any]]]:
+    """The run's own judge log of a leaf task, its rows and its summary, by the one rule every command uses
+    (`reader.pick_judge_log`): of the task's logs in the run's `emo_tasks_judge/`, newest first, the newest that can
+    be read and is this run's (`not_this_runs`: its counts and answers), so a log left by another run into the same
+    folder is never taken for this one's.  A newer log that cannot be read while an older one would be taken is
+    refused (`reader.JudgeLogRefused`, naming both); otherwise the pick says why there is none (`why_none`)."""
+    return pick_judge_log(
+        task,
+        all_judge_logs(run_dir).get(task) or [],
+        lambda log, _summary: task_rows(log, task),
+        lambda rows: not_this_runs(results_file, task, rows),
     )
-    return None, [], why
 
 
-def log_values(log: Path, rows: list[dict[str, Any]], task: str) -> SampleValues:
-    """The per-sample values of a judge log's rows of one task (`task_rows(log, task)`; key: (task, row)), its
-    summary (alpha) and notes; once per `common.remembering()` block (the answers' tokens are counted once)."""
-    return once(("judge-log-values", task), log, lambda: _log_values(log, rows, task))
+def why_none(run_dir: Path, pick: JudgeLogPick[Any]) -> str:
+    """The report's note for a task without its own judge log (`own_judge_log` took none): no log, none readable,
+    or only other runs' logs; each costs the confidence intervals, never the report."""
+    task = pick.task
+    if pick.unreadable:
+        log, exc = pick.unreadable[0]
+        return f"{task}: could not read {log.name} ({exc}); no CIs"
+    if pick.others:
+        listed = "; ".join(f"{log.name}: {reason}" for log, reason in pick.others[:2])
+        return (
+            f"{task}: no judge log in {Path(run_dir) / JUDGE_DIR} is this run's ({listed}); the logs there belong to "
+            "other runs, so no confidence intervals"
+        )
+    return (
+        f"{task}: no MME-Emotion judge log ({JUDGE_DIR}/*{task.replace('_sample', '')}*{JUDGE_LOG_SUFFIX}), so no "
+        "confidence intervals; rerun lmms-eval with --output_path DIR (the judge writes it there)"
+    )
 
 
-def _log_values(log: Path, rows: list[dict[str, Any]], task: str) -> SampleValues:
-    out = SampleValues()
-    summary_file = log.with_name(log.name[: -len("_judge.jsonl")] + "_summary.json")
-    summary: dict[str, Any] = {}
-    if summary_file.exists():
-        try:
-            summary = json.loads(summary_file.read_text(encoding="utf-8"))
-        except ValueError:
-            out.notes.append(f"{task}: {summary_file.name} is not valid JSON")
-    out.summary = summary
+def log_values(log: Path, rows: list[dict[str, Any]], task: str, summary: dict[str, Any] | None) -> SampleValues:
+    """The per-sample values of a judge log's rows of one task (`task_rows(log, task)`; key: (task, row)) with the
+    alpha of its summary (`reader.read_summary`; none there: the default), and notes; once per
+    `common.remembering()` block (the answers' tokens are counted once)."""
+    return once(("judge-log-values", task), log, lambda: _log_values(rows, task, summary or {}))
+
+
+def _log_values(rows: list[dict[str, Any]], task: str, summary: dict[str, Any]) -> SampleValues:
+    out = SampleValues(summary=summary)
     alpha = float(summary.get("alpha", DEFAULT_ALPHA))
     units = [{**r, "alpha": alpha} for r in rows]
     try:
@@ -189,9 +199,11 @@ def read_samples(run_dir: Path, results_file: Path, task: str, config: dict[str,
     """One leaf task's per-sample values, its judge summary and notes (a missing or unreadable file is a note).
 
     The judge log is the run's own (`own_judge_log`); none being this run's costs the confidence intervals (a
-    note), never the report."""
-    log, rows, why = own_judge_log(run_dir, results_file, task)
-    return SampleValues(notes=[why]) if log is None else log_values(log, rows, task)
+    note), never the report; a newer log that cannot be read beside an older one is refused (JudgeLogRefused)."""
+    pick = own_judge_log(run_dir, results_file, task)
+    if pick.log is None or pick.content is None:
+        return SampleValues(notes=[why_none(run_dir, pick)])
+    return log_values(pick.log, pick.content, task, pick.summary)
 
 
 def judge_setup(env: Mapping[str, str], extra_judge: bool = False) -> dict[str, Any]:

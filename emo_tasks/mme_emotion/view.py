@@ -75,10 +75,11 @@ def view_samples(
 
     `frames_dir`: where the judge's frames are written as JPEG files (default `<emo-tasks cache>/view_frames`,
     shared by every view of every run, so each video's frames are written once)."""
-    log, rows, _ = own_judge_log(run_dir, results_file, task)
-    if log is None:
+    pick = own_judge_log(run_dir, results_file, task)
+    if pick.log is None or pick.content is None:
         return []
-    values = log_values(log, rows, task).values
+    rows = pick.content
+    values = log_values(pick.log, rows, task, pick.summary).values
     lines: dict[int, dict[str, Any]] = {}
     samples = sample_log(Path(results_file).parent, Path(results_file), task)
     for line in read_sample_log(samples) if samples else []:

@@ -21,6 +21,7 @@ from emo_tasks import subset
 from emo_tasks.common import atomic_write_text, file_stamp, load_yaml, placeholder_name, row_target
 from emo_tasks.datafiles import dataset_source
 from emo_tasks.images import load_image
+from emo_tasks.results.layout import JUDGE_DIR, SUMMARY_SUFFIX
 from emo_tasks.settings import environ
 
 from . import scoring
@@ -179,7 +180,7 @@ def _report(records: Sequence[dict[str, Any]], scores: dict[str, Any], args: Any
     if output_path:
         from judges.audit import write_audit_jsonl
 
-        folder = Path(output_path) / "emo_tasks_judge"
+        folder = Path(output_path) / JUDGE_DIR
         folder.mkdir(parents=True, exist_ok=True)
         stamp = file_stamp("%Y%m%dT%H%M%S")
         prefix = "sample_multiemo" if source == "sample" else "multiemo"
@@ -189,7 +190,7 @@ def _report(records: Sequence[dict[str, Any]], scores: dict[str, Any], args: Any
             for r in records
         )  # fmt: skip
         write_audit_jsonl(folder / f"{prefix}_{stamp}_predictions.jsonl", rows)
-        atomic_write_text(folder / f"{prefix}_{stamp}_summary.json", json.dumps(scores, indent=2))
+        atomic_write_text(folder / f"{prefix}_{stamp}{SUMMARY_SUFFIX}", json.dumps(scores, indent=2))
 
 
 # ------------------------------------------------------------------------------------------------ judge stage

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from emo_tasks.common import DataError, file_stamp, iter_jsonl, load_yaml
+from emo_tasks.results.layout import JUDGE_DIR, SUMMARY_SUFFIX
 from emo_tasks.settings import SettingsError, environ
 from judges import BatchStats, ImagePart, JudgeRequest, run_batch, user_message
 from judges.config import JudgeConfigError
@@ -322,8 +323,6 @@ AGENT = "multiemo_judge"
 #: two-sentence conclusion and "Final score: N"; filled in plainly for the stage's one candidate that is ~100
 #: tokens.  An estimate, not a measurement.
 TYPICAL_OUTPUT_TOKENS = 100
-#: Where the judged rows and summary go, under the stage's output folder (as the in-process predictions do).
-JUDGE_FOLDER = "emo_tasks_judge"
 
 
 def run_predictions(records: Sequence[dict[str, Any]]) -> dict[Item, dict[str, Any]]:
@@ -399,7 +398,7 @@ def judge_run_predictions(
     )
     metrics = scoring.task_metrics(judged_images(images, rows), settings)
 
-    folder = Path(out_dir) / JUDGE_FOLDER
+    folder = Path(out_dir) / JUDGE_DIR  # beside the in-process predictions
     prefix = f"{'sample_multiemo' if settings.source == 'sample' else 'multiemo'}_{file_stamp('%Y%m%dT%H%M%S')}"
     write_rows(folder / f"{prefix}_judged_predictions.jsonl", rows)
     summary = {
@@ -411,7 +410,7 @@ def judge_run_predictions(
         "n_inputs_unparsed": len(records) - len(predictions),
         "batch": stats.to_dict(),
     }
-    atomic_write_text(folder / f"{prefix}_judged_summary.json", json.dumps(json_safe(summary), indent=2))
+    atomic_write_text(folder / f"{prefix}_judged{SUMMARY_SUFFIX}", json.dumps(json_safe(summary), indent=2))
     return metrics
 
 

@@ -56,6 +56,7 @@ from typing import Any
 
 from emo_tasks import cliargs
 from emo_tasks.benchmarks import export_formats, load_object
+from emo_tasks.common import remembering
 from emo_tasks.results.redact import Redactor
 
 #: Every export format, in registry order (the `--format` choices).
@@ -595,7 +596,8 @@ def main_export(args: Any) -> int:
         out = Path(args.out)
         check_out(out)  # the cheap refusals first: before the run is read
         _check_target(out, force)
-        path = exporter(fmt)(args.run, out, name, pick=getattr(args, "pick", None), force=force)
+        with remembering():  # the run's reading and the format's share each file (common.once)
+            path = exporter(fmt)(args.run, out, name, pick=getattr(args, "pick", None), force=force)
     except ExportRefused as exc:
         print(f"emo-tasks export: refused: {_one_line(exc)}", file=sys.stderr)
         return EXIT_REFUSED

@@ -1,29 +1,37 @@
 """The one reader of a run folder: which results file a folder means, the run it holds (aggregate results,
-per-sample values, the benchmarks' summaries), its data hash, and the judge counts every tool reads.
+per-sample values, the benchmarks' summaries), its data hash, the judge counts every tool reads, which judge log of
+a task is the run's and the summary beside it, and why a VLMEvalKit run folder holds no results.
 
 Why a separate reader: lmms-eval's results.json only holds the aggregate numbers; their uncertainty and any paired
 comparison need the per-sample values, which live in lmms-eval's sample logs (`--log_samples`) and in our own
-judge logs (`<output_path>/emo_tasks_judge/`).  Everything here is files in, files out, no network.
+judge logs (`<output_path>/emo_tasks_judge/`).  Everything here is files in, files out, no network.  The names of a
+run folder's files are `emo_tasks.results.layout`'s.
 
 Which results file a folder means: every `*_results.json` under it counts, lmms-eval's and those `emo-tasks judge`
 wrote (under `judged/`, or carrying an `emo_tasks_judge` block; of a judge folder judged again, its newest).  One
 file: that one.  One lmms-eval run plus exactly one judged result of it: the judged one (the same run, scored).
-Anything else is ambiguous: `compare` refuses it (exit 2) unless a run is picked (`--base-run` / `--new-run`, or
-the results file as the argument); `report` takes the newest and says so.  Both print the file, its date and the
-model they used.
+Anything else is ambiguous: every command refuses it (exit 2) unless a run is picked (`--run`, `--base-run` /
+`--new-run`, or the results file as the argument), and prints the file, its date and the model it used.
+
+Which judge log of a task is the run's (`pick_judge_log`, for every command; the benchmark says which files are its
+logs and reads their rows): the newest that can be read (rows and summary) and agrees with the run; a newer one that
+cannot be read while an older one would be taken is refused, naming both (`JudgeLogRefused`, exit 2).  The summary
+beside a log is read one way (`read_summary`).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from emo_tasks.benchmarks import benchmark_of
+from emo_tasks.common import once, remembering
 from emo_tasks.metrics import Metric
+from emo_tasks.results.layout import JUDGE_DIR, JUDGED_DIR, MARKER, REFUSED, summary_file
 
 #: Task-config fields that change what the model is asked (a difference means the prompts differ).
 PROMPT_FIELDS = ("doc_to_text", "doc_to_messages", "lmms_eval_specific_kwargs", "description", "num_fewshot")
@@ -113,10 +121,6 @@ class Run:
         return [t for t in leaves(self, task) if self.subset(t) is not None]
 
 
-_JUDGED_DIR = "judged"  # emo_tasks.judging.stage.JUDGED_DIR
-_MARKER = "emo_tasks_judge"  # emo_tasks.judging.stage.MARKER
-
-
 def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -126,7 +130,7 @@ def _read_json(path: Path) -> Any:
 
 def _is_judged(path: Path, root: Path, data: Any) -> bool:
     rel = path.relative_to(root).parts[:-1] if root in path.parents else ()
-    return _JUDGED_DIR in rel or (isinstance(data, dict) and _MARKER in data)
+    return JUDGED_DIR in rel or (isinstance(data, dict) and MARKER in data)
 
 
 def candidates(run_dir: Path) -> tuple[list[Path], list[Path]]:
@@ -174,8 +178,6 @@ def find_results(run_dir: Path, pick: str | None = None) -> tuple[Path, str | No
     judged = newest_per_folder(judged_all)
     found = sorted(lmms + judged, key=lambda p: (p.name, str(p)))
     if not found:
-        from emo_tasks.vlmeval.runfolder import refused_note
-
         refused = refused_note(run_dir)  # a VLMEvalKit run folder whose last evaluation was refused: say so
         raise ReportError(
             f"{run_dir}: {refused}" if refused
@@ -193,6 +195,19 @@ def find_results(run_dir: Path, pick: str | None = None) -> tuple[Path, str | No
     )
 
 
+def refused_note(folder: Path) -> str | None:
+    """Why `folder` holds no results when its last VLMEvalKit evaluation was refused (the `REFUSED` note
+    `emo_tasks.vlmeval.runfolder.evaluation` writes there), else None."""
+    try:
+        data = json.loads((folder / REFUSED).read_text(encoding="utf-8"))
+        return (
+            f"the last VLMEvalKit evaluation of {data['dataset']} ({data['refused_at']}, prediction file "
+            f"{data['prediction_file']}) was refused, so no results of it are kept: {data['reason']}"
+        )
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        return None
+
+
 def newest_per_folder(files: Sequence[Path]) -> list[Path]:
     """The newest results file of each folder (a judge folder judged again, failures resent, adds a newer one)."""
     newest: dict[Path, Path] = {}
@@ -205,7 +220,7 @@ def newest_per_folder(files: Sequence[Path]) -> list[Path]:
 def _judged_from(path: Path) -> str | None:
     """The file name of the lmms-eval results a judged results file was made from."""
     try:
-        block = json.loads(path.read_text(encoding="utf-8")).get(_MARKER) or {}
+        block = json.loads(path.read_text(encoding="utf-8")).get(MARKER) or {}
         return Path(str(block.get("source_results") or "")).name or None
     except (OSError, UnicodeDecodeError, ValueError, AttributeError):
         return None
@@ -213,8 +228,13 @@ def _judged_from(path: Path) -> str | None:
 
 def load_run(run_dir: str | Path, pick: str | None = None) -> Run:
     """Read one run folder; missing per-sample files become notes, never errors.  `pick`: see `find_results`
-    (a folder holding several runs and no pick raises ReportError).  A malformed results file raises InputError."""
-    path = Path(run_dir)
+    (a folder holding several runs and no pick raises ReportError).  A malformed results file raises InputError.
+    Each file is read once (`common.remembering`: one judge log covers several tasks)."""
+    with remembering():
+        return _load_run(Path(run_dir), pick)
+
+
+def _load_run(path: Path, pick: str | None) -> Run:
     if not path.exists():
         raise ReportError(f"{path}: no such run folder")
     results_file, choice = find_results(path, pick)
@@ -286,7 +306,7 @@ def describe(run: Run) -> str:
     mtime = datetime.datetime.fromtimestamp(run.results_file.stat().st_mtime, datetime.timezone.utc)
     model = f"{run.model or '?'}" + (f" ({run.model_args})" if run.model_args else "")
     text = f"{run.results_file} (date {run.data.get('date')}, written {mtime:%Y-%m-%d %H:%M:%S} UTC, model {model}"
-    setup = judge_setup_text((run.data.get(_MARKER) or {}).get("judge_setup"))
+    setup = judge_setup_text((run.data.get(MARKER) or {}).get("judge_setup"))
     text += f"; judge setup: {setup})" if setup else ")"
     subsets = sorted({(r["name"], sum(1 for t in run.results if (x := run.subset(t)) and x["name"] == r["name"]))
                       for t in run.results if (r := run.subset(t)) is not None})  # fmt: skip
@@ -315,7 +335,7 @@ def run_root(path: Path, results_file: Path) -> Path:
     top = path if path.is_dir() else path.parent
     folder = results_file.parent
     while True:
-        if (folder / "emo_tasks_judge").is_dir():
+        if (folder / JUDGE_DIR).is_dir():
             return folder
         if folder == top or folder == folder.parent or top not in folder.parents:
             return top
@@ -414,3 +434,92 @@ def failure_share(run: Run, tasks: Sequence[str]) -> tuple[int, int] | None:
         failed += fails or 0
         total += (scored or 0) + (fails or 0)
     return (failed, total) if counted else None
+
+
+# ------------------------------------------------------------------------------------------------ judge logs
+#: What a benchmark reads of one judge log of a task (its rows, checked as it needs them).
+T = TypeVar("T")
+
+
+class JudgeLogRefused(ReportError):
+    """A task's judge log cannot be chosen (exit 2): a newer log of the task cannot be read while an older one
+    would be taken; the unreadable one may be the run's own, so taking the older would be a guess."""
+
+
+@dataclass
+class JudgeLogPick(Generic[T]):
+    """The outcome of the one rule (`pick_judge_log`) for one task: the run's own log, or why there is none."""
+
+    task: str
+    log: Path | None = None  # the log used (None: none is the run's, or none could be read)
+    content: T | None = None  # what the benchmark read of it
+    summary: dict[str, Any] | None = None  # the summary beside it (`read_summary`; None: there is none)
+    #: the logs that could not be read (their rows or their summary), newest first, each with its error
+    unreadable: list[tuple[Path, Exception]] = field(default_factory=list)
+    #: the readable logs that are another run's, newest first, each with why
+    others: list[tuple[Path, str]] = field(default_factory=list)
+
+
+def read_summary(log: Path) -> dict[str, Any] | None:
+    """The summary beside a judge log (`layout.summary_file`): a JSON object, None when there is none.  The one way
+    every command reads it: a summary that is not readable JSON or not an object raises InputError naming it."""
+    path = summary_file(log)
+    if not path.exists():
+        return None
+    return once("judge-summary", path, lambda: _read_summary(path))
+
+
+def _read_summary(path: Path) -> dict[str, Any]:
+    summary = _read_json(path)
+    if not isinstance(summary, dict):
+        raise InputError(f"{path}: expected a JSON object")
+    return summary
+
+
+def pick_judge_log(
+    task: str,
+    logs: Sequence[Path],
+    read: Callable[[Path, dict[str, Any] | None], T],
+    not_this_runs: Callable[[T], str | None] | None = None,
+) -> JudgeLogPick[T]:
+    """The one rule every command picks a task's judge log by: of `logs` (the task's logs in a run's judge folder,
+    newest first) the newest that can be read (its summary by `read_summary`, its rows by the benchmark's `read`,
+    given that summary) and is the run's (`not_this_runs(content)` is None; without it every readable log is).
+
+    Why: a folder's judge folder can hold logs of several runs, and a log that cannot be read cannot be proven to
+    be another run's.  So when a newer log cannot be read and an older one would be taken, this refuses naming
+    both (JudgeLogRefused, exit 2) instead of guessing; when none is taken the pick says why (`unreadable`,
+    `others`, or no logs at all) and each command says so in its own way (report: a note, no CIs; export: an
+    error or a refusal)."""
+    pick: JudgeLogPick[T] = JudgeLogPick(task)
+    for log in logs:
+        try:
+            summary = read_summary(log)
+            content = read(log, summary)
+        except (OSError, ValueError, InputError) as exc:
+            pick.unreadable.append((log, exc))
+            continue
+        why = not_this_runs(content) if not_this_runs is not None else None
+        if why is not None:
+            pick.others.append((log, why))
+            continue
+        if pick.unreadable:
+            newer, exc = pick.unreadable[0]
+            why = _about(newer, " ".join(str(exc).split()))
+            raise JudgeLogRefused(
+                f"{task}: the judge log {newer.name} in {newer.parent} cannot be read ({why}), and an older one, "
+                f"{log.name}, can: the unreadable newer log may be this run's own, so neither is used; repair or "
+                f"remove {newer.name}"
+            )
+        pick.log, pick.content, pick.summary = log, content, summary
+        break
+    return pick
+
+
+def _about(path: Path, message: str) -> str:
+    """An error message about `path` without the path it starts with (the refusal names the file already):
+    "<path> line 3: ..." and "<path>:3: ..." read "line 3: ..."."""
+    if not message.startswith(str(path)):
+        return message
+    rest = message[len(str(path)) :]
+    return "line " + rest[1:] if rest.startswith(":") and rest[1:2].isdigit() else rest.lstrip(" :")

@@ -53,8 +53,8 @@ from typing import Any
 
 from emo_tasks.benchmarks import Benchmark, all_benchmarks, benchmark_of
 from emo_tasks.metrics import Metric
+from emo_tasks.results.layout import MARKER
 from emo_tasks.results.reader import (
-    _MARKER,
     Run,
     _failures,
     describe,
@@ -216,7 +216,7 @@ def run_notes(run: Run, present: Sequence[Benchmark] | None = None) -> list[str]
         lines.append(f"{host.get('task')}: {host['n_infer_failed']} answers VLMEvalKit could not get (left out)")
     for note in host.get("notes") or []:
         lines.append(f"{host.get('task')}: {note}")
-    for task, part in sorted(((run.data.get(_MARKER) or {}).get("partial") or {}).items()):
+    for task, part in sorted(((run.data.get(MARKER) or {}).get("partial") or {}).items()):
         lines.append(
             f"{task}: a partial judgement (emo-tasks judge --partial): {part.get('judged')} of the {part.get('of')} "
             "rows the run answered; its numbers are not the run's"

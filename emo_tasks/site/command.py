@@ -43,9 +43,10 @@ DESCRIPTION = (
     "(#compare/r1/r2: the samples that flipped, or where two judges of the same answers disagree most, with "
     "`emo-tasks agreement`'s figures). It opens from disk "
     "(DIR/index.html), offline. The runs are chosen as every command chooses them; a folder holding several runs "
-    "needs --run. Exit codes: 0 written; 2 refused (no run in a RUN, or several and none picked; --out not empty "
-    "without --force, or holding files no site wrote); 3 error (a RUN that does not exist, an unusable --out, "
-    "malformed input, a crash), one line on stderr (see docs/view.md)."
+    "needs --run. Exit codes: 0 written; 2 refused (no run in a RUN, or several and none picked; a newer judge log "
+    "of a task unreadable beside an older one; --out not empty without --force, or holding files no site wrote); "
+    "3 error (a RUN that does not exist, an unusable --out, malformed input, a crash), one line on stderr (see "
+    "docs/view.md)."
 )
 
 
@@ -212,7 +213,7 @@ def _agreement(a: Any, b: Any, resamples: int, seed: int) -> tuple[dict | None, 
     try:
         ja, jb = (agreement.load_run(reader.run_root(r.path, r.results_file)) for r in (a, b))
         doc = agreement_report.compare_runs(ja, jb, resamples=resamples, seed=seed)
-    except (agreement.InputError, ValueError, OSError) as exc:
+    except (reader.ReportError, ValueError, OSError) as exc:  # unreadable logs (agreement's InputError), a refusal
         return None, " ".join(str(exc).split())
     return doc, agreement_report.no_overlap_reason(doc)
 

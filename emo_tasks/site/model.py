@@ -27,6 +27,7 @@ from typing import Any
 from emo_tasks.benchmarks import Benchmark, SampleView, all_benchmarks, load_object
 from emo_tasks.gate.flips import changes, compared_metrics, headline_metrics, titles
 from emo_tasks.metrics import Metric
+from emo_tasks.results.layout import MARKER
 from emo_tasks.results.reader import Run, describe
 from emo_tasks.results.report import Cell, Table, run_notes, run_task, task_for_column
 
@@ -304,7 +305,7 @@ MAX_TEXT = 4000
 
 def judged_source(run: Run) -> str | None:
     """The lmms-eval results a judged results file was made from (`emo-tasks judge` records it), else None."""
-    block = run.data.get("emo_tasks_judge")
+    block = run.data.get(MARKER)
     return str(block.get("source_results") or "") or None if isinstance(block, dict) else None
 
 

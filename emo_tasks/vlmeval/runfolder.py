@@ -19,6 +19,7 @@ from typing import Any
 
 from emo_tasks import subset
 from emo_tasks.common import STAMP_TZ, atomic_write_text, file_stamp
+from emo_tasks.results.layout import JUDGED_DIR, REFUSED
 from emo_tasks.settings import environ
 
 #: Where beside VLMEvalKit's prediction file the run folder goes: `<its folder>/emo_tasks/<dataset>/`.
@@ -136,10 +137,6 @@ def run_dir(eval_file: str | Path, dataset: str) -> Path:
     return Path(eval_file).resolve().parent / FOLDER / dataset
 
 
-#: What a refused evaluation leaves in the run folder instead of results: why (`refused_note` reads it).
-REFUSED = "emo_tasks_refused.json"
-
-
 def run_stamp(when: float | None = None) -> str:
     """The date stamp a run's files are named by: of `when` (the prediction file's mtime), else now; on lmms-eval's
     clock, as every name emo-tasks stamps (`emo_tasks.common.file_stamp`)."""
@@ -176,18 +173,6 @@ def evaluation(eval_file: str | Path, dataset: str) -> Iterator[Path]:
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write_text(folder / REFUSED, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
         raise
-
-
-def refused_note(folder: Path) -> str | None:
-    """Why `folder` holds no results when its last VLMEvalKit evaluation was refused (`evaluation`), else None."""
-    try:
-        data = json.loads((folder / REFUSED).read_text(encoding="utf-8"))
-        return (
-            f"the last VLMEvalKit evaluation of {data['dataset']} ({data['refused_at']}, prediction file "
-            f"{data['prediction_file']}) was refused, so no results of it are kept: {data['reason']}"
-        )
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
-        return None
 
 
 def forget_summary(eval_file: str | Path, dataset: str) -> None:
@@ -288,8 +273,8 @@ def _forget_other_runs(folder: Path, stamp: str | None) -> None:
 
     old = [p for p in folder.glob("*_results.json") if other(p)]
     samples = [p for p in folder.glob("*_samples_*.jsonl") if other(p)]
-    if not old and not (stamp is None and (samples or (folder / "judged").exists())):
+    if not old and not (stamp is None and (samples or (folder / JUDGED_DIR).exists())):
         return
     for path in [*samples, *old]:
         path.unlink()
-    shutil.rmtree(folder / "judged", ignore_errors=True)
+    shutil.rmtree(folder / JUDGED_DIR, ignore_errors=True)

@@ -275,6 +275,28 @@ def test_a_log_line_that_is_not_json_names_file_and_line(tmp_path: Path, agreeme
     assert res.err.startswith(f"emo-tasks agreement: error: {log}:3: not valid JSON")
 
 
+def test_a_newer_unreadable_log_beside_an_older_one_is_refused_naming_both(
+    tmp_path: Path, agreement_cli: Callable
+) -> None:
+    """The one rule every command picks a judge log by (`reader.pick_judge_log`): B's newest SA log is cut off and an
+    older one can be read; the older one is not taken in its place (the newer may be the judge's real result): exit
+    2, one line naming both.  The newer one alone is unreadable input: exit 3, as before."""
+    a = write_judged(tmp_path / "a", 0, "20250301T120000", GPT)
+    b = write_judged(tmp_path / "b", 1, "20250302T120000", QWEN)
+    logs = b / "emo_tasks_judge"
+    older = logs / f"{SA}_20250302T120000_judge.jsonl"
+    newer = logs / f"{SA}_20250303T120000_judge.jsonl"
+    newer.write_text(older.read_text()[:30])
+    res = agreement_cli(a, b)
+    assert res.code == 2 and res.out == "", res.err
+    assert res.err_lines == [res.err.rstrip("\n")] and "Traceback" not in res.err
+    assert f"{newer.name} in {logs} cannot be read (line 1: not valid JSON" in res.err, res.err
+    assert f"an older one, {older.name}, can" in res.err, res.err
+    older.unlink()
+    res = agreement_cli(a, b)
+    assert res.code == 3 and res.err.startswith(f"emo-tasks agreement: error: {newer}:1: not valid JSON"), res.err
+
+
 def test_line_separators_inside_an_answer_are_not_line_breaks(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     data = {("SA", r): ([[1, 1], [r % 2, 1]], [[1, 1], [1, 1]]) for r in range(3)}
     a = write_judged(tmp_path / "a", 0, "20250301T120000", GPT, data)

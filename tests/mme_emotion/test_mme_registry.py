@@ -11,6 +11,7 @@ import pytest
 
 from emo_tasks.judging.tokens import count_tokens
 from emo_tasks.mme_emotion.registry import BENCHMARK, judge_logs, read_samples
+from emo_tasks.results.reader import JudgeLogRefused
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # bpe_openai's own use of importlib.resources
 
@@ -81,17 +82,30 @@ def test_values_summary_and_alpha(run: Path) -> None:
     assert tokens[1] > 0 and tokens[2] == 0
 
 
-def test_a_log_covering_two_tasks_is_split_and_a_bad_summary_is_a_note(run: Path) -> None:
+def test_a_log_covering_two_tasks_is_split(run: Path) -> None:
+    (run / "emo_tasks_judge" / "sample_mme_emotion_er_lab+mme_emotion_ml_er_20250101T000000_summary.json").unlink()
     got = read_samples(run, run / "results.json", "mme_emotion_sample_ml_er", {})
     t = "mme_emotion_sample_ml_er"
-    assert got.notes == [f"{t}: sample_mme_emotion_er_lab+mme_emotion_ml_er_20250101T000000_summary.json is not "
-                         "valid JSON"]  # fmt: skip
-    assert got.summary == {}
+    assert got.notes == [] and got.summary == {}
     assert got.values["rec_s"] == {(t, 0): 50.0, (t, 1): 100.0}
     assert got.values["rec_s_strict"] == {(t, 0): 25.0, (t, 1): 100.0}
     assert set(got.values) == {"rec_s", "rec_s_strict", "avg_token"}  # offline: no reasoning, CoT or steps
     er = read_samples(run, run / "results.json", "mme_emotion_sample_er_lab", {})
     assert er.values["rec_s"] == {("mme_emotion_sample_er_lab", 0): 0.0}
+
+
+def test_a_bad_summary_makes_its_log_unreadable(run: Path) -> None:
+    """The summary beside a log is read one way (`reader.read_summary`): one that is not a JSON object makes the
+    log unreadable (its alpha is unknown), a note and no values, never values with a default alpha."""
+    name = "sample_mme_emotion_er_lab+mme_emotion_ml_er_20250101T000000"
+    summary = run / "emo_tasks_judge" / f"{name}_summary.json"
+    for text, why in (("{not json", "not readable JSON ("), ("[0.3]", "expected a JSON object")):
+        summary.write_text(text)
+        for t in ("mme_emotion_sample_ml_er", "mme_emotion_sample_er_lab"):
+            got = read_samples(run, run / "results.json", t, {})
+            assert got.values == {} and len(got.notes) == 1
+            assert got.notes[0].startswith(f"{t}: could not read {name}_judge.jsonl (")
+            assert f"{summary}: {why}" in got.notes[0] and got.notes[0].endswith("; no CIs")
 
 
 def test_missing_and_unreadable_logs_are_notes(run: Path) -> None:
@@ -154,6 +168,25 @@ def test_the_log_must_agree_with_the_runs_own_counts(run: Path) -> None:
                           "(mme_emotion_er_lab_20250102T000000_judge.jsonl: 3 rows, the run's results say 5; "
                           "mme_emotion_er_lab_20250101T000000_judge.jsonl: 1 rows, the run's results say 5); "
                           "the logs there belong to other runs, so no confidence intervals"]  # fmt: skip
+
+
+def test_a_newer_log_that_cannot_be_read_is_never_skipped(run: Path) -> None:
+    """The one rule (`reader.pick_judge_log`): a log that cannot be read cannot be proven to be another run's, so an
+    older log is never taken past it (refused, naming both); one older than the run's own is never read."""
+    t, folder = "mme_emotion_er_lab", run / "emo_tasks_judge"
+    (folder / "mme_emotion_er_lab_20241231T000000_judge.jsonl").write_text("{broken\n")  # older than every other
+    newest = _results(run / "a_results.json", 3, 2, 1)  # the run of the newest readable log (20250102)
+    assert read_samples(run, newest, t, {}).values["rec_s"] == {(t, 0): 100.0, (t, 2): 0.0}
+    (folder / "mme_emotion_er_lab_20250103T000000_judge.jsonl").write_text("{broken\n")
+    for results, own in ((newest, "20250102"), (_results(run / "b_results.json", 1, 1, 0), "20250101")):
+        with pytest.raises(JudgeLogRefused) as refused:
+            read_samples(run, results, t, {})
+        msg = str(refused.value)
+        assert msg.startswith(f"{t}: the judge log mme_emotion_er_lab_20250103T000000_judge.jsonl in {folder} cannot "
+                              "be read (line 1: not a JSON object")  # fmt: skip
+        assert f"an older one, mme_emotion_er_lab_{own}T000000_judge.jsonl, can" in msg and "\n" not in msg
+    none = read_samples(run, _results(run / "c_results.json", 5, 5, 0), t, {})  # no readable log is this run's
+    assert none.values == {} and none.notes[0].startswith(f"{t}: could not read mme_emotion_er_lab_20250103T000000_")
 
 
 def test_the_log_must_hold_the_runs_answers_and_a_partial_judgement_counts_its_rows(run: Path) -> None:
