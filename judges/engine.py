@@ -20,9 +20,10 @@ import random
 import sys
 import threading
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from .cache import JudgeCache
 from .config import EndpointConfig, EngineSettings, JudgeConfigError
@@ -30,6 +31,7 @@ from .request import BatchResult, BatchStats, JudgeRequest, JudgeResult
 
 logger = logging.getLogger("judges")
 T = TypeVar("T")
+R = TypeVar("R")
 
 RETRY_AFTER_MAX_S = 300.0
 #: A batch whose failure share passes this prints a warning on stderr (lmms-eval's console), not only in the log.
@@ -128,7 +130,7 @@ def _extract_answer(resp: Any) -> tuple[str, int, int, str | None]:
             raise _MalformedResponse(f"response is not JSON ({exc})") from None
     if isinstance(resp, str | bytes) or resp is None:
         raise _MalformedResponse(f"response is not a chat completion ({type(resp).__name__})")
-    get = (lambda obj, name: obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None))  # noqa: E731
+    get = lambda obj, name: obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)  # noqa: E731
     choices = get(resp, "choices")
     if not choices or not isinstance(choices, list | tuple):
         raise _MalformedResponse("response has no choices")
@@ -679,6 +681,12 @@ class Lane:
             self.bar.update(1)
         return res
 
+    def skip(self) -> None:
+        """A row that does not reach this agent (an earlier one failed): counted on the bar only, so the bar still
+        ends at its total."""
+        if self.bar is not None:
+            self.bar.update(1)
+
     async def _answer(self, req: JudgeRequest) -> JudgeResult:
         self.stats.requests += 1
         try:
@@ -785,6 +793,79 @@ def progress_bar(total: int, desc: str, show: bool) -> Any:
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, unit="req", disable=not show, mininterval=0.5, dynamic_ncols=True)
+
+
+#: Rows in the pipeline at once: this many per concurrency slot, at least ROWS_MIN.  Why: when the first agent's
+#: answers come from the cache (a re-judge), every row's first answer arrived at once and every row's next request
+#: was built and looked up before the first one was sent (1.5 s of 6,500 rows); a window of many times the
+#: concurrency keeps the slots as full as before and sends the first requests at once.  The requests, and so
+#: every number, are the same.
+ROWS_PER_SLOT = 8
+ROWS_MIN = 512
+
+
+@dataclass
+class AgentsRun(Generic[R]):
+    """What `run_agents` gives back, per group in the groups' order: each row's result in the rows' order, and
+    each agent's accounting (what one batch per agent over that group reports)."""
+
+    results: list[list[R]]
+    stats: list[dict[str, BatchStats]]
+
+
+def run_agents(
+    settings: EngineSettings,
+    groups: Sequence[Sequence[T]],
+    row: Callable[[Mapping[str, Lane], T], Awaitable[R]],
+    *,
+    agents: Mapping[str, str],
+    descs: Sequence[str],
+    title: str,
+    progress: bool | None = None,
+) -> AgentsRun[R]:
+    """Run every row of every group (a task, say) through `row(lanes, item)` on the engine for `settings`, in one
+    pipeline; blocks the calling thread until the last row is done.
+
+    `agents`: role -> the words that name it in progress bars and logs, in the order the agents answer.  `lanes`
+    holds one `Lane` per agent for the row's group: `await lanes[role].ask(request)` sends a request (cache first,
+    duplicates shared, retries and failures counted), `lanes[role].skip()` counts a row that does not reach that
+    agent.  Lanes of different groups share requests in flight (a request two tasks ask is sent once, the later
+    asker counting a cache hit, as it would running second).  One progress bar per agent over every group
+    (`progress`: the engine's setting when None).  The first error a row raises cancels the others and is raised."""
+    engine = get_engine(settings)
+    total = sum(len(g) for g in groups)
+    show = engine.progress if progress is None else progress
+    bars = {role: progress_bar(total, f"{title} {words}", show) for role, words in agents.items()}
+    shared: dict = {}
+    lanes = [
+        {
+            role: engine.lane(f"{desc} {words}", expected=len(group), bar=bars[role], shared=shared)
+            for role, words in agents.items()
+        }
+        for desc, group in zip(descs, groups, strict=True)
+    ]
+    window_size = max(ROWS_MIN, ROWS_PER_SLOT * engine.endpoint.concurrency)
+
+    async def everything() -> list[Any]:
+        window = asyncio.Semaphore(window_size)  # rows enter a window at a time, in order
+
+        async def one(lane: Mapping[str, Lane], item: T) -> R:
+            async with window:
+                return await row(lane, item)
+
+        return await gather_all([one(lane, item) for lane, group in zip(lanes, groups, strict=True) for item in group])
+
+    try:
+        flat = engine.run_pipeline(everything())
+    finally:
+        for bar in bars.values():
+            bar.close()
+    stats = [{role: lane[role].finish() for role in agents} for lane in lanes]
+    results, start = [], 0
+    for group in groups:
+        results.append(flat[start : start + len(group)])
+        start += len(group)
+    return AgentsRun(results, stats)
 
 
 _shared_engines: dict[EngineSettings, JudgeEngine] = {}
