@@ -48,7 +48,7 @@ def _env_number(env: Mapping[str, str], name: str, default: float, cast: type = 
     return value
 
 
-#: `EMO_JUDGE_HTTP`: the HTTP transport of the SDK client (see `judges.engine.http_client`).
+#: `EMO_JUDGE_HTTP`: the HTTP transport of the SDK client (see `judges.endpoint.http_client`).
 HTTP_TRANSPORTS = ("auto", "aiohttp", "httpx")
 
 
@@ -253,7 +253,7 @@ def render_workers(env: Mapping[str, str] | None = None) -> int:
 
 # The environment variables that hold judge API keys (EndpointConfig.from_env reads them).
 SECRET_VARIABLES = ("OPENAI_API_KEY", "AZURE_API_KEY")
-_MIN_SECRET = 4  # shorter values would redact ordinary words (and JudgeEngine.redact skips them too)
+_MIN_SECRET = 4  # shorter values would redact ordinary words (and `endpoint.failure_detail` skips them too)
 
 
 def env_secrets(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
