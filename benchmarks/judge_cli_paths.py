@@ -1,6 +1,6 @@
 """The MME-Emotion judge phase through the commands users type, against a judge in a process of its own (issue 24).
 
-Why: `mme_full_scale.py` times `judge_groups` called directly, with the loopback server in its own process; users
+Why: `mme_full_scale.py` times `judge_tasks` called directly, with the loopback server in its own process; users
 type `lmms-eval ... --tasks mme_emotion_all` (the judge in process) or `--predict_only` then `emo-tasks judge`, and
 got 1.3-2.7x the bound where the benchmark said 1.25x.  This script measures those commands, in one run:
 
@@ -16,7 +16,7 @@ got 1.3-2.7x the bound where the benchmark said 1.25x.  This script measures tho
    - `lmms-eval ... --predict_only`, then `emo-tasks judge RUN` (cold frame and answer caches): from the command's
      start to the last answer;
    - `emo-tasks judge RUN --judge-model judge-b` (another judge: frames cached, step answers cached);
-   - the engine's own ceiling: `judge_groups` over the same records in this process (cold caches);
+   - the engine's own ceiling: `judge_tasks` over the same records in this process (cold caches);
 4. the client ceiling: `JudgeEngine.run` with 4 JPEG frames per request at concurrency 64, 128 and 256 against
    the server at `--ceiling-latency`.
 
@@ -338,10 +338,10 @@ def emo_cmd(*args: str) -> list[str]:
 
 
 def engine_ceiling(data_root: Path, po_run: Path, srv: JudgeServer, tmp: Path, concurrency: int) -> dict[str, Any]:
-    """`judge_groups` in this process over the records the judge stage builds from the predict-only run (the same
+    """`judge_tasks` in this process over the records the judge stage builds from the predict-only run (the same
     calls), cold caches: what the engine does with no command around it."""
     from emo_tasks.judging import stage
-    from emo_tasks.mme_emotion.judge import judge_groups
+    from emo_tasks.mme_emotion.judge import TaskAnswers, judge_tasks
     from emo_tasks.mme_emotion.settings import MMESettings
     from judges import reset_engine
     from judges.frames import shutdown_prerender
@@ -359,7 +359,7 @@ def engine_ceiling(data_root: Path, po_run: Path, srv: JudgeServer, tmp: Path, c
     srv.reset()
     t0, c0 = time.time(), time.process_time()
     try:
-        judged = judge_groups(groups, settings, progress=False)
+        judged = [t.judgements for t in judge_tasks([TaskAnswers(g, settings) for g in groups], progress=False)]
     finally:
         shutdown_prerender()
         reset_engine()
@@ -530,7 +530,7 @@ def run_paths(args: argparse.Namespace, paths: set[str], data_root: Path, srv: J
             out["checks"].append(("re-judge: one call per row", fig["calls"] == n_rows, f"{fig['calls']}/{n_rows}"))
     if "engine" in paths:
         eng = engine_ceiling(data_root, po, srv, tmp, conc)
-        show("judge_groups in this process (the engine's ceiling), cold caches", eng["fig"], eng["run"], None)
+        show("judge_tasks in this process (the engine's ceiling), cold caches", eng["fig"], eng["run"], None)
         out["engine"] = eng["fig"]
     return out
 

@@ -7,7 +7,7 @@ and on a loopback OpenAI-compatible server (127.0.0.1, injected latency standing
 
 1. Frames: `judges.media.sample_video_frames` (stops early) vs a decode-everything-then-slice baseline, on one
    long clip.  Prints times and their ratio.
-2. Pipeline: `judge_samples` over N samples at EMO_JUDGE_CONCURRENCY=16 vs 1 (the official one-at-a-time
+2. Pipeline: `judge_tasks` over N samples at EMO_JUDGE_CONCURRENCY=16 vs 1 (the official one-at-a-time
    pattern), then a cached rerun.  Prints wall times, calls and ratios.
 
     python benchmarks/mme_emotion_judge.py           # N=160, 60 s clip, 100 ms latency
@@ -71,7 +71,7 @@ def _responder(body: dict, attempt: int):
 
 def bench_pipeline(n: int, latency: float, tmp: Path) -> None:
     from emo_tasks.mme_emotion.data import load_task_docs
-    from emo_tasks.mme_emotion.judge import judge_samples
+    from emo_tasks.mme_emotion.judge import TaskAnswers, judge_tasks
     from emo_tasks.mme_emotion.protocol import task_specs
     from emo_tasks.mme_emotion.sample import sample_root
     from emo_tasks.mme_emotion.settings import MMESettings
@@ -94,7 +94,7 @@ def bench_pipeline(n: int, latency: float, tmp: Path) -> None:
             reset_engine()
             srv.reset_log()
             t0 = time.perf_counter()
-            judgements = judge_samples(records[:subset], settings, progress=False)
+            ((judgements, _),) = judge_tasks([TaskAnswers(records[:subset], settings)], progress=False)
             dt = time.perf_counter() - t0
             scored = sum(j.ok for j in judgements)
             per_sample = dt / subset

@@ -11,7 +11,7 @@ same run:
    B-frames).  The JPEG bytes must be identical.
 2. The judge phase: the 6,500-row layout built from the bundled question/clue files (tests/data/mme_emotion),
    each row's video one of a pool of generated clips (.mp4/.avi/.mkv, every 50th row a 720p 12 s clip; the
-   identity, hence the frame-cache entry, stays per row), answers differing per row, `judge_groups` over the 8
+   identity, hence the frame-cache entry, stays per row), answers differing per row, `judge_tasks` over the 8
    tasks (step agent + multimodal judge in one pipeline, as the judge stage and an in-process group run do)
    against the loopback server (tests/fakes.py Judge) with a set latency and concurrency, frame cache on; and,
    as item 4's baseline, the previous shape on other answers and a cold frame cache (tasks one after another,
@@ -239,7 +239,7 @@ def judge_in_batches(records, settings) -> list[Any]:
 
 
 def run_phase(label: str, records, env, srv, timer, latency, concurrency, batched: bool = False) -> dict[str, Any]:
-    from emo_tasks.mme_emotion.judge import judge_groups
+    from emo_tasks.mme_emotion.judge import TaskAnswers, judge_tasks
     from emo_tasks.mme_emotion.settings import MMESettings
     from judges import filehash, reset_engine
     from judges import frames as fc
@@ -255,10 +255,9 @@ def run_phase(label: str, records, env, srv, timer, latency, concurrency, batche
     if batched:
         judgements = judge_in_batches(records, settings)
     else:  # what the judge stage and an in-process group run do: the 8 tasks in one pipeline
-        groups = by_task(records)
-        per_task: list[dict[str, Any]] = [{} for _ in groups]
-        judgements = [j for g in judge_groups(groups, settings, progress=False, stats=per_task) for j in g]
-        for st in per_task:
+        judged = judge_tasks([TaskAnswers(g, settings) for g in by_task(records)], progress=False)
+        judgements = [j for t in judged for j in t.judgements]
+        for st in (t.stats for t in judged):
             for role, b in st.items():
                 calls, secs = batches.get(role, (0, 0.0))
                 batches[role] = (calls + b.calls, max(secs, b.wall_time_s))

@@ -34,12 +34,14 @@ _check_clash()
 
 from .audit import audit_record, write_audit_jsonl  # noqa: E402
 from .cache import JudgeCache  # noqa: E402
-from .config import EndpointConfig, EngineSettings, JudgeConfigError, model_for_role  # noqa: E402
-from .engine import JudgeEngine, get_engine, reset_engine, run_batch  # noqa: E402
+from .config import EndpointConfig, EngineSettings, JudgeConfigError, MediaSettings, model_for_role  # noqa: E402
+from .engine import AgentsRun, JudgeEngine, Lane, get_engine, reset_engine, run_agents, run_batch  # noqa: E402
+from .frames import media_caches, prepare_media  # noqa: E402
 from .media import AudioPart, ImagePart, VideoFramesPart, extract_audio_wav, sample_video_frames  # noqa: E402
 from .request import BatchResult, BatchStats, JudgeRequest, JudgeResult, text_message, user_message  # noqa: E402
 
 __all__ = [
+    "AgentsRun",
     "AudioPart",
     "VideoFramesPart",
     "extract_audio_wav",
@@ -55,10 +57,15 @@ __all__ = [
     "JudgeRequest",
     "JudgeResult",
     "JudgesPackageClash",
+    "Lane",
+    "MediaSettings",
     "audit_record",
     "get_engine",
+    "media_caches",
     "model_for_role",
+    "prepare_media",
     "reset_engine",
+    "run_agents",
     "run_batch",
     "text_message",
     "user_message",

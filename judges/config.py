@@ -48,7 +48,7 @@ def _env_number(env: Mapping[str, str], name: str, default: float, cast: type = 
     return value
 
 
-#: `EMO_JUDGE_HTTP`: the HTTP transport of the SDK client (see `judges.engine.http_client`).
+#: `EMO_JUDGE_HTTP`: the HTTP transport of the SDK client (see `judges.endpoint.http_client`).
 HTTP_TRANSPORTS = ("auto", "aiohttp", "httpx")
 
 
@@ -223,6 +223,20 @@ class EngineSettings:
         )
 
 
+@dataclass(frozen=True)
+class MediaSettings:
+    """Where a judge's video media live between runs, and who renders them (`judges.prepare_media`).
+
+    `frame_cache`: the folder of the on-disk frame cache (None or `frame_cache_max_bytes=0`: off);
+    `digest_store`: the SQLite file keeping content hashes across processes (None: this process only);
+    `render_workers`: processes rendering frames in the background (0: in the request threads)."""
+
+    frame_cache: Path | None = None
+    frame_cache_max_bytes: int = 0
+    digest_store: Path | None = None
+    render_workers: int = 0
+
+
 def frame_cache_max_mb(env: Mapping[str, str] | None, default: int) -> int:
     """`EMO_FRAME_CACHE_MAX_MB`: the bound of the judge's on-disk frame cache (0 turns it off); a bad value raises
     JudgeConfigError naming the variable."""
@@ -239,7 +253,7 @@ def render_workers(env: Mapping[str, str] | None = None) -> int:
 
 # The environment variables that hold judge API keys (EndpointConfig.from_env reads them).
 SECRET_VARIABLES = ("OPENAI_API_KEY", "AZURE_API_KEY")
-_MIN_SECRET = 4  # shorter values would redact ordinary words (and JudgeEngine.redact skips them too)
+_MIN_SECRET = 4  # shorter values would redact ordinary words (and `endpoint.failure_detail` skips them too)
 
 
 def env_secrets(env: Mapping[str, str] | None = None) -> tuple[str, ...]:

@@ -13,6 +13,9 @@ decodes nothing.
 - Bounded: when the folder passes `max_bytes`, the least recently used files (by mtime, refreshed on every hit)
   are removed down to 90 % of the bound.
 - `clear_frame_cache(folder)` removes it all.
+
+A judge turns the caches on, and gets its videos ready ahead of the requests, with one call: `prepare_media`
+(a viewer that reads the judge's frames: `media_caches`).
 """
 
 from __future__ import annotations
@@ -24,12 +27,17 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .atomic import atomic_path
+from .config import MediaSettings
+from .filehash import active_digest_store, configure_digest_store, file_sha256, hash_files
+
+T = TypeVar("T")
 
 DEFAULT_FRAME_CACHE_MAX_MB = 2048
 #: Bump when the sampling rule or the encoder settings change, so old entries are never served.  (Not bumped for
@@ -252,8 +260,6 @@ def part_key(part: Any) -> str | None:
     cache = _active
     if cache is None:
         return None
-    from .filehash import file_sha256
-
     identity = part.identity if part.identity is not None else "sha256:" + file_sha256(part.path)
     return frame_cache_key(identity, part.interval_s, part.max_frames, part.max_side, part.quality)
 
@@ -334,3 +340,80 @@ def shutdown_prerender() -> None:
         _pending.clear()
     if pool is not None:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+# ------------------------------------------------------------------------------------------- a judge's media
+#: Videos hashed and handed to the render pool at a time by `prepare_media`.
+MEDIA_CHUNK = 64
+
+
+@contextmanager
+def media_caches(media: MediaSettings) -> Iterator[None]:
+    """The frame cache and the content-hash store as a judge with `media` has them, for the block only (a viewer
+    reading the frames a judge was sent); the process's own are restored after."""
+    before = active_frame_cache()
+    store = active_digest_store()
+    configure_frame_cache(media.frame_cache, media.frame_cache_max_bytes)
+    configure_digest_store(media.digest_store)
+    try:
+        yield
+    finally:
+        configure_frame_cache(before.root if before else None, before.max_bytes if before else 0)
+        configure_digest_store(store.path if store else None)
+
+
+@contextmanager
+def prepare_media(
+    media: MediaSettings, groups: Sequence[Sequence[T]], path: Callable[[T], str | Path], part: Callable[[T], Any]
+) -> Iterator[list[list[Future]]]:
+    """The video parts of a pipeline's rows, made ready ahead of their requests: per row of `groups` (nested the
+    same way) a future of its `part(row)` (a `VideoFramesPart` of the video at `path(row)`).
+
+    The frame cache and the content-hash store are turned on as `media` says (process-wide: a second judge model,
+    a changed prompt or a cold answer cache then decodes no video again, and unchanged videos of earlier runs are
+    not read again; the store is opened by the thread below).  Then, in a thread of its own, a chunk at a time in
+    pipeline order, the videos are hashed
+    (several at once: `hash_files`), their parts made and their frames queued for the render pool (`prerender`:
+    decoded in other processes while the first agents work).  So a row's request waits (outside the concurrency
+    slots) for its own video only, and a request that needs no video starts at once (hashing 6,500 videos first
+    held the first request back by 1.5-3 s).  An error fails every part not yet made, so the pipeline raises it.
+    Leaving the block (the pipeline ended, say on an error) stops the thread: no further chunk is hashed or
+    rendered for a run that is gone."""
+    configure_frame_cache(media.frame_cache, media.frame_cache_max_bytes)
+    stop = threading.Event()
+    futures: list[list[Future]] = [[Future() for _ in group] for group in groups]
+    order = [(f, r) for fs, group in zip(futures, groups, strict=True) for f, r in zip(fs, group, strict=True)]
+    threading.Thread(
+        target=_make_ready, args=(order, path, part, media, stop), name="judges-media", daemon=True
+    ).start()
+    try:
+        yield futures
+    finally:
+        stop.set()
+
+
+def _make_ready(
+    order: Sequence[tuple[Future, T]],
+    path: Callable[[T], str | Path],
+    part: Callable[[T], Any],
+    media: MediaSettings,
+    stop: threading.Event,
+) -> None:
+    """`prepare_media`'s thread: open the content-hash store (here, so that a store another process holds locked
+    never holds back the first request), then, a chunk of rows at a time, hash their videos, make their parts,
+    queue their frames for the render pool and hand each row its part; an error goes to every part not yet made."""
+    try:
+        configure_digest_store(media.digest_store)
+        for start in range(0, len(order), MEDIA_CHUNK):
+            if stop.is_set():
+                return
+            chunk = order[start : start + MEDIA_CHUNK]
+            hash_files(path(r) for _, r in chunk)
+            parts = [(f, part(r)) for f, r in chunk]
+            prerender((p for _, p in parts), media.render_workers)
+            for f, p in parts:
+                f.set_result(p)
+    except BaseException as exc:  # noqa: BLE001 - handed to the pipeline, which raises it
+        for f, _ in order:
+            if not f.done():
+                f.set_exception(exc)

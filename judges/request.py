@@ -8,6 +8,7 @@ API key, the sample id or the validator.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections import Counter
@@ -99,6 +100,30 @@ class JudgeRequest:
         """The messages as the API takes them (media encoded now, dropped after the call)."""
         return _map_content(self.messages, render_part)
 
+    def pending_renders(self) -> list[Any]:
+        """Futures of this request's media parts that a render pool is producing now (parts with `pending()`)."""
+        out = []
+        for msg in self.messages:
+            content = msg.get("content")
+            if isinstance(content, list):
+                for part in content:
+                    pending = getattr(part, "pending", None)
+                    future = pending() if callable(pending) else None
+                    if future is not None:
+                        out.append(future)
+        return out
+
+    async def media_ready(self) -> None:
+        """Wait, without holding a concurrency slot, for media a render pool is producing now."""
+        for future in self.pending_renders():
+            try:
+                await asyncio.wrap_future(future)
+            except asyncio.CancelledError:
+                if not future.cancelled():  # our own cancellation, not the render's
+                    raise
+            except Exception:  # noqa: BLE001 - the request renders (and fails, naming the file) itself
+                pass
+
     def summary(self, text_chars: int = 300) -> dict[str, Any]:
         """A short description for audit logs and the cache: text truncated, media as hashes, no secrets."""
         return {
@@ -141,6 +166,26 @@ class JudgeResult:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_cache(cls, key: str, hit: Any) -> JudgeResult:
+        """A cache hit (`JudgeCache` answer) as a request's result, with the tokens its call once cost."""
+        return cls(
+            ok=True,
+            text=hit.text,
+            key=key,
+            model=hit.model,
+            cached=True,
+            prompt_tokens=hit.prompt_tokens,
+            completion_tokens=hit.completion_tokens,
+            api_model=hit.api_model,
+            endpoint=hit.endpoint,
+        )
+
+    def shared(self) -> JudgeResult:
+        """This result for a duplicate request that shared its call (or cache hit): the same answer, no tokens of
+        its own."""
+        return JudgeResult(**{**self.to_dict(), "prompt_tokens": 0, "completion_tokens": 0})
+
 
 @dataclass
 class BatchStats:
@@ -164,6 +209,23 @@ class BatchStats:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def count(self, results: Sequence[JudgeResult]) -> None:
+        """Add the batch's results: answers, failures by reason, the tokens of the calls made (a cached answer's
+        cost nothing now), and the API model ids and endpoints that produced the answers."""
+        for r in results:
+            if r.ok:
+                self.answered += 1
+            else:
+                self.failures += 1
+                self.failures_by_reason[r.error or "unknown"] = self.failures_by_reason.get(r.error or "unknown", 0) + 1
+            if not r.cached:
+                self.prompt_tokens += r.prompt_tokens
+                self.completion_tokens += r.completion_tokens
+            if r.ok and r.api_model:
+                self.api_models[r.api_model] = self.api_models.get(r.api_model, 0) + 1
+            if r.ok and r.endpoint:
+                self.endpoints[r.endpoint] = self.endpoints.get(r.endpoint, 0) + 1
 
     def summary_line(self) -> str:
         reasons = ", ".join(f"{k}={v}" for k, v in sorted(self.failures_by_reason.items())) or "none"

@@ -175,7 +175,7 @@ def test_checker_catches_broken_links(tmp_path: Path) -> None:
 
 
 def _dotted_names(section: str) -> list[str]:
-    """The `module.name` code names a docs/development.md section gives (relative to `emo_tasks`)."""
+    """The `module.name` code names a docs/development.md section gives (relative to `emo_tasks`, or `judges.`)."""
     text = (DOCS / "development.md").read_text(encoding="utf-8")
     body = text.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
     names = re.findall(r"`([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+)`", body)
@@ -188,7 +188,7 @@ def _resolves(name: str) -> bool:
     import importlib
 
     parts = name.split(".")
-    if parts[0] != "emo_tasks":
+    if parts[0] not in ("emo_tasks", "judges"):  # the judge engine is named from its own package
         parts = ["emo_tasks", *parts]
     for cut in range(len(parts), 0, -1):
         try:

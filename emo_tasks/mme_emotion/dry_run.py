@@ -231,19 +231,20 @@ def plan(items: Sequence[dict[str, Any]], settings: MMESettings, engine: JudgeEn
     items = list(items)
     agents: list[dict[str, Any]] = []
 
+    model = settings.model("step")  # no model (not a judged run): a JudgeConfigError naming the role, first
     step_reqs = [step_request(r, settings) for r in items]
     step_hits = engine.lookup(step_reqs)
     step_keys = [r.cache_key() for r in step_reqs]
     tokens = input_tokens(step_reqs)
-    agents.append(_agent("step", settings.model("step"), step_reqs, step_hits, tokens, step_keys, STEP_ANSWER_TOKENS))
+    agents.append(_agent("step", model, step_reqs, step_hits, tokens, step_keys, STEP_ANSWER_TOKENS))
 
     clues: list[str | None] = [r.get("audio_clue") or "" for r in items]
     if settings.audio_clues == "live":
+        model = settings.model("audio")
         audio_reqs = [audio_request(r, settings) for r in items]
         audio_hits = engine.lookup(audio_reqs)
         keys = [r.cache_key() for r in audio_reqs]
         tokens = input_tokens(audio_reqs)
-        model = settings.model("audio")
         agents.append(_agent("audio", model, audio_reqs, audio_hits, tokens, keys, AUDIO_ANSWER_TOKENS))
         clues = [h.text if h is not None else None for h in audio_hits]
 

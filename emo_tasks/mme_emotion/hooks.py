@@ -6,15 +6,17 @@
 - `doc_to_visual` / `doc_to_text` / `doc_to_messages` build the model's input; `doc_to_target` names the row
   (gold label + a hash of its portable content) in lmms-eval's sample logs.
 - `process_results` only records the answer (cheap, thread-safe: lmms-eval calls it from 4 threads).
-- `evaluate` (behind every `agg_<metric>`, see utils.py) runs the judge once per task (rank 0) through `judges/`,
-  memoised on (settings, records) so that the eight metrics share one judge phase, then scores with the pure
-  `scoring` module and writes the per-sample judge log.  With EMO_JUDGE=defer it judges nothing: it keeps the
-  answers and says to run `emo-tasks judge`.
+- `evaluate` (behind every `agg_<metric>`, see utils.py) judges a task once (rank 0), memoised on (settings,
+  records) so that the eight metrics share one judge phase: one call, `judge.judge`, handed every task's answers
+  this process holds, so the first aggregation judges the whole group in one pipeline.  Then it scores with the
+  pure `scoring` module and writes the per-sample judge log.  With EMO_JUDGE=defer it judges nothing: it keeps
+  the answers and says to run `emo-tasks judge`.
 - `plan` is the dry run of `evaluate`'s judge phase: what it would send and what the cache already answers.
 
 The judge stage (`emo-tasks judge RUN_DIR`, emo_tasks/judging/stage.py) calls the same functions on a logged run:
-`load_task`, `doc_to_target` / `doc_to_text` (to check the log against the data), `process_results`, `evaluate`
-and `plan`, so a later judgement gives the numbers an in-process one gives.
+`load_task`, `doc_to_target` / `doc_to_text` (to check the log against the data), `process_results`,
+`judge_ahead` (every task's records handed over, as `process_results` keeps them in process), `evaluate` and
+`plan`, so a later judgement gives the numbers an in-process one gives.
 """
 
 from __future__ import annotations
@@ -36,11 +38,10 @@ from judges.atomic import atomic_write_text
 
 from . import scoring
 from .data import DataError, benchmark_root, check_videos_exist, load_task_docs, probe_video
-from .judge import Judgement, judge_groups, judge_samples, judged_identity
-from .parsers import per_task_rule_differs
+from .judge import Judgement, TaskAnswers, judge, judged_identity
 from .protocol import model_prompt, prompt_hashes, spec_for
 from .remux import model_ready_path
-from .run_state import STATE, record_id, record_key, same_answers
+from .run_state import STATE, record_key
 from .sample import sample_root
 from .scoring import TABLE, SampleResult
 from .settings import MMESettings
@@ -228,9 +229,7 @@ def evaluate_task(items: Sequence[dict[str, Any]], args: Any = None) -> TaskResu
     return STATE.memo.get(key, lambda: _evaluate(list(items), settings, args))
 
 
-# ------------------------------------------------------------------------------------- judging ahead
-
-
+# ------------------------------------------------------------------------------------- the judge phase
 def _single_task(records: Sequence[Mapping[str, Any]]) -> bool:
     return bool(records) and len({record_key(r) for r in records}) == 1
 
@@ -241,73 +240,51 @@ def _label(items: Sequence[Mapping[str, Any]]) -> str:
     return ",".join(spec_for(t).task for t in tasks) + (" [sample]" if source == "sample" else "")
 
 
-def judge_ahead(groups: Sequence[Sequence[dict[str, Any]]]) -> int:
-    """Judge several tasks' records (one task per group, as their aggregations will get them) in one pipeline,
-    ahead of the aggregations, which then take their judgements (`_Ahead`): the request slots stay full across
-    the tasks and agents instead of draining 2-3 times per task.  Used by the judge stage for every task it
-    judges, and by an in-process run at its first aggregation (`_judge_ahead_in_process`).  Groups that are not
-    one judged (api) task, or are already judged ahead, are left to their aggregation.  Returns how many groups
-    were judged."""
-    by_settings: dict[MMESettings, list[list[dict[str, Any]]]] = {}
-    for records in groups:
-        if not _single_task(records):
-            continue
-        settings = settings_for(records)
-        if settings.judge_mode != "api" or STATE.ahead.has(settings, records):
-            continue
-        STATE.tasks.forget_answers(record_key(records[0]))
-        by_settings.setdefault(settings, []).append([{**lookup_doc(r), **r} for r in records])
-    for settings, item_groups in by_settings.items():
-        stats: list[dict[str, BatchStats]] = [{} for _ in item_groups]
-        judged = judge_groups(item_groups, settings, descs=[_label(items) for items in item_groups], stats=stats)
-        for items, js, st in zip(item_groups, judged, stats, strict=True):
-            STATE.ahead.put(settings, items, js, st)
-    return sum(len(g) for g in by_settings.values())
+def _answers(records: Sequence[Mapping[str, Any]]) -> TaskAnswers:
+    """A task's records as the judge takes them: each with its full row, the task's settings and its name."""
+    items = [{**lookup_doc(dict(r)), **r} for r in records]
+    return TaskAnswers(items, settings_for(records), _label(items))
 
 
-def _judge_ahead_in_process(records: Sequence[dict[str, Any]]) -> bool:
-    """At an in-process aggregation: when `process_results` kept this task's answers and they are exactly the
-    aggregation's records (one process holds every answer: not a multi-rank run, where rank 0 aggregates answers
-    other ranks recorded), judge them together with every other task's kept answers in one pipeline."""
+def _held(records: Sequence[Mapping[str, Any]]) -> list[TaskAnswers]:
+    """Every task whose answers this process holds (`process_results` keeps them; the judge stage hands them over,
+    `judge_ahead`), as the judge takes them, each handed over once; none for records that mix tasks."""
     if not _single_task(records):
-        return False
-    answers = STATE.tasks.take_answers()
-    own = answers.pop(record_key(records[0]), [])
-    if not answers or not same_answers([record_id(r) for r in own], records):
-        return False
-    return judge_ahead([list(records), *answers.values()]) > 0
+        return []
+    return [_answers(answers) for answers in STATE.tasks.take_answers().values()]
+
+
+def judge_ahead(groups: Sequence[Sequence[dict[str, Any]]]) -> None:
+    """The judge stage's hand-over, before the aggregations: these tasks' records (one task per group, as their
+    aggregations will get them) are the answers this process holds, so the first aggregation judges every one of
+    them in one pipeline (`_held`, `judge.judge`), as in an in-process run, instead of one task after another."""
+    STATE.tasks.hold([records for records in groups if _single_task(records)])
 
 
 def _evaluate(records: list[dict[str, Any]], settings: MMESettings, args: Any) -> TaskResult:
     started = time.perf_counter()
-    items = [{**lookup_doc(r), **r} for r in records]
+    task = _answers(records)  # each record with its full row, as the judge and the scoring take them
+    items, label, mode = list(task.items), task.desc, settings.judge_mode
     tasks = sorted({r["mme_task"] for r in items})
     source = items[0].get("data_source", "benchmark")
-    mode = settings.judge_mode
-    label = _label(items)
-    if mode == "defer":
-        return _defer(items, settings, args, tasks, source, label)
-    judgements: list[Judgement | None]
+    judgements: list[Judgement | None] = [None] * len(items)
     stats: dict[str, BatchStats] = {}
-    if mode == "offline":
+    if mode == "api":
+        held = _held(records)  # every task's answers this process holds: the first aggregation judges them all
+        judgements, stats = judge(task, held=held)
+    elif mode == "offline":
         logger.warning(
             f"{label}: EMO_JUDGE=offline (or no judge configured for the sample): recognition by label matching, "
             "reasoning not available. Not comparable with the paper."
         )
-        judgements = [None] * len(items)
-    else:
-        ahead = STATE.ahead.take(settings, records)
-        if ahead is None and _judge_ahead_in_process(records):
-            ahead = STATE.ahead.take(settings, records)
-        if ahead is not None:
-            judgements, stats = list(ahead[0]), ahead[1]
-        else:
-            judgements = list(judge_samples(items, settings, desc=label, stats=stats))
-    samples = [
-        scoring.score_sample(spec_for(item["mme_task"]), item, j) for item, j in zip(items, judgements, strict=True)
-    ]
+    samples: list[SampleResult] = []
+    if mode != "defer":  # deferred: nothing judged, nothing scored
+        samples = [scoring.score_sample(spec_for(r["mme_task"]), r, j) for r, j in zip(items, judgements, strict=True)]
     token_counts = _token_counts(items, label)
     metrics = scoring.task_metrics(samples, settings, token_counts)
+    if mode == "defer":  # judged later by `emo-tasks judge`: the answers are kept, avg_token is all there is
+        _defer(items, args, tasks, source, label)
+        return TaskResult(metrics, [], judgements)
     failures = scoring.failure_counts((j.failed_stage, j.failure_reason) for j in judgements if j and not j.ok)
     api = mode == "api"
     summary = {
@@ -325,11 +302,7 @@ def _evaluate(records: list[dict[str, Any]], settings: MMESettings, args: Any) -
                     for k, v in metrics.items()},
         "judge_failures": failures,
         # judged answers the official per-task script of a single-label task reads differently (`: d/1` only)
-        "n_rule_differs": sum(
-            per_task_rule_differs(j.judge_text, spec_for(item["mme_task"]).last_step_rule)
-            for item, j in zip(items, judgements, strict=True)
-            if j is not None and j.ok
-        ),
+        "n_rule_differs": sum(j.rule_differs for j in judgements if j is not None and j.ok),
         "per_category": scoring.category_breakdown(samples, settings),
         "seconds": round(time.perf_counter() - started, 3),
     }  # fmt: skip
@@ -375,13 +348,10 @@ def judge_accounting(settings: MMESettings, stats: Mapping[str, BatchStats]) -> 
 
 
 # ------------------------------------------------------------------------------------------------ deferred
-def _defer(
-    items: list[dict[str, Any]], settings: MMESettings, args: Any, tasks: list[str], source: str, label: str
-) -> TaskResult:
-    """EMO_JUDGE=defer: no judge now.  Every judge-dependent metric is None (avg_token is still computed), the
-    answers are kept (lmms-eval's samples file with --log_samples, else our answers file), and one line on stderr
-    per run says what to run next."""
-    metrics = scoring.task_metrics([], settings, _token_counts(items, label))
+def _defer(items: list[dict[str, Any]], args: Any, tasks: list[str], source: str, label: str) -> None:
+    """EMO_JUDGE=defer: no judge now (every judge-dependent metric is None).  The answers are kept (lmms-eval's
+    samples file with --log_samples, else our answers file), and one line on stderr per run says what to run
+    next."""
     output_path = getattr(args, "output_path", None) if args is not None else None
     log_samples = bool(getattr(args, "log_samples", False)) if args is not None else False
     if output_path and not log_samples:
@@ -390,7 +360,6 @@ def _defer(
     else:
         logger.info(f"{label}: judging deferred (EMO_JUDGE=defer)")
     _deferred_notice(output_path)
-    return TaskResult(metrics, [], [None] * len(items))
 
 
 def _deferred_notice(output_path: str | None) -> None:

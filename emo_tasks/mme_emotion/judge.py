@@ -1,10 +1,13 @@
 """MME-Emotion's multi-agent judge on the shared engine: step agent -> (audio agent) -> multimodal judge.
 
-Runs in the aggregation (rank 0) or the judge stage, as one cached pipeline through `judges/`.  It only judges:
-every sample ends as a `Judgement` holding what the agents answered and what that parsed to, or the stage and
-reason it failed at; turning judgements into numbers is `scoring.score_sample`'s job.  Everything it needs (judge
-protocol, clue mode, the role models, the engine settings) comes in through `MMESettings`: nothing here reads the
-environment.
+Runs in the aggregation (rank 0) or the judge stage, through one call: `judge(task, held=...)`.  The first
+aggregation judges every task the process holds in one pipeline and keeps the others' judgements until their own
+aggregations ask; the pipeline is one call into `judges/` (`prepare_media`, then `run_agents` with `_judge_row`
+per record).  This module builds the requests (`step_request`, `audio_request`, `judge_request`: prompts from
+`protocol`, answers read by `parsers`) and only judges: every sample ends as a `Judgement` holding what the agents
+answered and what that parsed to, or the stage and reason it failed at; turning judgements into numbers is
+`scoring.score_sample`'s job.  Everything it needs (judge protocol, clue mode, the role models, the engine and
+media settings) comes in through `MMESettings`: nothing here reads the environment.
 """
 
 from __future__ import annotations
@@ -14,24 +17,21 @@ import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from judges import (
     AudioPart,
     BatchStats,
     JudgeRequest,
     VideoFramesPart,
-    get_engine,
     text_message,
     user_message,
 )
-from judges.engine import Lane, gather_all, progress_bar
-from judges.filehash import configure_digest_store
-from judges.frames import configure_frame_cache, prerender
-from judges.media import hash_files
+from judges.engine import Lane, run_agents
+from judges.frames import prepare_media
 
 from .data import video_identity
-from .parsers import parse_scores, parse_steps, score_validator, step_validator
+from .parsers import parse_scores, parse_steps, per_task_rule_differs, score_validator, step_validator
 from .protocol import audio_prompt, judge_text, protocol, spec_for, step_messages
 from .settings import MMESettings
 
@@ -58,6 +58,9 @@ class Judgement:
     failure_reason: str | None = None
     failure_detail: str | None = None
     cached: dict[str, bool] = field(default_factory=dict)
+    #: the official per-task script of a single-label task reads the judge's answer differently (`: d/1` only;
+    #: `parsers.per_task_rule_differs`): counted in the summary, never hidden
+    rule_differs: bool = False
 
     @property
     def ok(self) -> bool:
@@ -79,7 +82,7 @@ def _judgement(record: dict[str, Any]) -> Judgement:
 
 
 # ------------------------------------------------------------------------------------------- the requests
-# One builder per agent, used by both `judge_samples` (the real run) and `plan` (the dry run), so that the dry run's
+# One builder per agent, used by both `judge` (the real run) and `plan` (the dry run), so that the dry run's
 # requests, and so their cache keys, are exactly the ones a run sends.
 def step_request(record: dict[str, Any], settings: MMESettings) -> JudgeRequest:
     """The step agent's request for one record (doc + answer): the answer only (no question, no video), official
@@ -88,7 +91,7 @@ def step_request(record: dict[str, Any], settings: MMESettings) -> JudgeRequest:
     return JudgeRequest(
         messages=step_messages(spec_for(record["mme_task"]), record["answer"], settings.judge_protocol),
         role="step",
-        model=settings.model("step"),
+        model=settings.judge_models["step"],
         validate=step_validator() if guarded else None,
         sample_id=f"{record['mme_task']}:{record['row']}",
     )
@@ -110,7 +113,7 @@ def audio_request(record: dict[str, Any], settings: MMESettings) -> JudgeRequest
             )
         ],
         role="audio",
-        model=settings.model("audio"),
+        model=settings.judge_models["audio"],
         sample_id=f"{record['mme_task']}:{record['row']}",
     )
 
@@ -139,7 +142,7 @@ def judge_request(
     return JudgeRequest(
         messages=[text_message("system", protocol()["judge_system"]), user_message(text, frames)],
         role="judge",
-        model=settings.model("judge"),
+        model=settings.judge_models["judge"],
         validate=score_validator(n_steps if guarded else None),
         sample_id=f"{record['mme_task']}:{record['row']}",
     )
@@ -155,192 +158,194 @@ def frames_part(record: dict[str, Any]) -> VideoFramesPart:
     )
 
 
-#: Rows in the judge pipeline at once: this many per concurrency slot, at least ROW_WINDOW_MIN (`judge_groups`).
-ROW_WINDOW_PER_SLOT = 8
-ROW_WINDOW_MIN = 512
-
 #: The judge's frame sampling (official: one frame per second, the first ten).
 FRAME_INTERVAL_S = 1.0
 MAX_FRAMES = 10
 
 
 # ------------------------------------------------------------------------------------------------ the run
-def judge_samples(
-    records: Sequence[dict[str, Any]],
-    settings: MMESettings,
-    *,
-    progress: bool | None = None,
-    desc: str = "mme_emotion",
-    stats: dict[str, BatchStats] | None = None,
-) -> list[Judgement]:
-    """The full pipeline over one task's (or several tasks') records (doc + answer); see `judge_groups`.
+@dataclass(frozen=True)
+class TaskAnswers:
+    """One task's records (doc + answer), as its aggregation gets them, with its settings and its name in progress
+    bars and logs."""
 
-    `stats`, when given, receives the accounting by agent: "step", "audio" (live clues only), "judge"."""
-    (judgements,) = judge_groups(
-        [records], settings, progress=progress, descs=[desc], stats=None if stats is None else [stats]
-    )
-    return judgements
+    items: Sequence[dict[str, Any]]
+    settings: MMESettings
+    desc: str = "mme_emotion"
 
 
-#: What each agent's progress bar and log line say.
+class Judged(NamedTuple):
+    """A task's judgements, in its records' order, and the accounting by agent: "step", "audio" (live clues only),
+    "judge" (what a batch per agent over that task reports)."""
+
+    judgements: list[Judgement]
+    stats: dict[str, BatchStats]
+
+
+def judge(task: TaskAnswers, *, held: Sequence[TaskAnswers] = (), progress: bool | None = None) -> Judged:
+    """The judgements of `task`: the one call an aggregation (in process, or in the judge stage) makes.
+
+    Judged earlier together with another task, for exactly these answers: taken (once).  Else judged now, in one
+    pipeline with every other task `held` names (the tasks whose answers this process holds, their aggregations
+    still to come) when `held` holds exactly `task`'s answers too, i.e. this process saw every answer (not a
+    multi-rank run, where rank 0 aggregates answers other ranks recorded); each of those is kept until its own call
+    takes it.  Why: judged one task after another, the request slots drain 2-3 times per task; judged together they
+    stay full across tasks and agents, with the same requests and, per task, the same judgements and accounting."""
+    kept = _KEPT.take(task)
+    if kept is not None:
+        return kept
+    others = _others(task, held)
+    mine, *theirs = judge_tasks([task, *others], progress=progress)
+    for other, judged in zip(others, theirs, strict=True):
+        _KEPT.put(other, judged)
+    return mine
+
+
+def _others(task: TaskAnswers, held: Sequence[TaskAnswers]) -> list[TaskAnswers]:
+    """The tasks of `held` to judge with `task`: the others not judged yet, when `held` holds `task`'s answers."""
+    if not any(_key(t) == _key(task) and _same_answers(t, task) for t in held):
+        return []
+    return [t for t in held if _key(t) != _key(task) and not _KEPT.has(t)]
+
+
+def judge_tasks(tasks: Sequence[TaskAnswers], *, progress: bool | None = None) -> list[Judged]:
+    """Judge several tasks, each record going step agent -> (audio agent) -> judge as soon as its previous agent
+    answered: one pipeline per settings (in the order they first appear), every task and agent of it sharing the
+    concurrency slots.  Returns each task's `Judged`, in the tasks' order."""
+    by_settings: dict[MMESettings, list[int]] = {}
+    for i, task in enumerate(tasks):
+        by_settings.setdefault(task.settings, []).append(i)
+    out: list[Judged | None] = [None] * len(tasks)
+    for indices in by_settings.values():
+        for i, judged in zip(indices, _pipeline([tasks[i] for i in indices], progress), strict=True):
+            out[i] = judged
+    return [j for j in out if j is not None]
+
+
+#: What each agent's progress bar and log line say, in the order the agents answer.
 _AGENT_WORDS = {"step": "step agent", "audio": "audio clues", "judge": "judge"}
 
 
-def judge_groups(
-    groups: Sequence[Sequence[dict[str, Any]]],
-    settings: MMESettings,
-    *,
-    progress: bool | None = None,
-    descs: Sequence[str] | None = None,
-    stats: Sequence[dict[str, BatchStats]] | None = None,
-) -> list[list[Judgement]]:
-    """Judge several groups of records (tasks) in one pipeline: each record goes step agent -> (audio agent) ->
-    judge as soon as its previous agent answered, every group and agent sharing the concurrency slots.
-
-    Why: judged as batches, one agent after another and one task after another, the slots drain at the end of
-    every batch and the next one starts cold (16 times for the 8 tasks).  The requests are the same ones a batch
-    would send, and each group's per-agent accounting (`stats[g]`) is what a batch over that group reports.
-    The judgements come back per group, in the records' order."""
-    descs = list(descs) if descs is not None else ["mme_emotion"] * len(groups)
-    # a second judge model, a changed prompt or a cold answer cache then decodes no video again
-    configure_frame_cache(settings.frame_cache_dir, settings.frame_cache_max_bytes)
-    configure_digest_store(settings.common.digest_store)  # hashes of unchanged videos from earlier runs
-    # the videos' content identities (whole-file hashes) and their frames, in the background and in pipeline order:
-    # a row's judge request waits (outside the slots) for its own video only, and the step agent, which needs no
-    # video, starts at once (hashing 6,500 videos first held the first request back by 1.5-3 s)
-    stop_media = threading.Event()  # set when the pipeline ends: a failed run stops hashing and queueing renders
-    media = _prepare_media(groups, settings, stop_media)
-    engine = get_engine(settings.engine)
+def _pipeline(tasks: Sequence[TaskAnswers], progress: bool | None) -> list[Judged]:
+    """One pipeline through `judges` for tasks of one settings: the videos made ready ahead (`prepare_media`), then
+    every row of every task through the agents (`run_agents`, one `_judge_row` per record)."""
+    settings = tasks[0].settings
     roles = ["step", "audio", "judge"] if settings.audio_clues == "live" else ["step", "judge"]
-    total = sum(len(g) for g in groups)
-    show = engine.progress if progress is None else progress
-    title = descs[0] if len(groups) == 1 else f"mme_emotion ({len(groups)} tasks)"
-    bars = {role: progress_bar(total, f"{title} {_AGENT_WORDS[role]}", show) for role in roles}
-    shared: dict = {}  # a request two tasks ask is sent once, the later asker counting a cache hit
-    lanes = [
-        {
-            role: engine.lane(f"{desc} {_AGENT_WORDS[role]}", expected=len(group), bar=bars[role], shared=shared)
-            for role in roles
-        }
-        for desc, group in zip(descs, groups, strict=True)
-    ]
-    judgements = [[_judgement(r) for r in group] for group in groups]
+    groups = [list(t.items) for t in tasks]
 
-    async def one(lane: dict[str, Lane], record: dict[str, Any], j: Judgement, part: Future) -> None:
-        async with window:
-            await agents(lane, record, j, part)
+    async def row(lanes: Mapping[str, Lane], item: tuple[dict[str, Any], Future]) -> Judgement:
+        return await _judge_row(lanes, item[0], item[1], settings)
 
-    async def agents(lane: dict[str, Lane], record: dict[str, Any], j: Judgement, part: Future) -> None:
-        # 1. step agent: the answer only (no question, no video), official wording
-        res = await lane["step"].ask(step_request(record, settings))
-        j.cached["step_agent"] = res.cached
-        j.step_text = res.text
-        if not res.ok:
-            j.fail("step_agent", res.error, res.detail)
-        else:
-            j.steps = list(parse_steps(res.text).steps)
-        # the video's identity and frames part (hashed, and handed to the render pool, by `_prepare_media`)
-        frames: VideoFramesPart = await asyncio.wrap_future(part)
-        # 2. audio clues: the released file, or live from the clip's audio track
-        if "audio" in lane:
-            if not j.ok:
-                bars["audio"].update(1)
-            else:
-                res = await lane["audio"].ask(audio_request(record, settings))
-                j.cached["audio_clue"] = res.cached
-                if res.ok:
-                    j.audio_clue = res.text
-                else:
-                    j.fail("audio_clue", res.error, res.detail)
-        # 3. the multimodal judge: frames (1 fps, first 10), audio clue, label(s), the step text
+    with prepare_media(settings.media, groups, _video_path, frames_part) as parts:
+        run = run_agents(
+            settings.engine,
+            [list(zip(group, ps, strict=True)) for group, ps in zip(groups, parts, strict=True)],
+            row,
+            agents={role: _AGENT_WORDS[role] for role in roles},
+            descs=[t.desc for t in tasks],
+            title=tasks[0].desc if len(tasks) == 1 else f"mme_emotion ({len(tasks)} tasks)",
+            progress=progress,
+        )
+    return [Judged(js, st) for js, st in zip(run.results, run.stats, strict=True)]
+
+
+async def _judge_row(
+    lanes: Mapping[str, Lane], record: dict[str, Any], part: Future, settings: MMESettings
+) -> Judgement:
+    """One record through the agents; its `Judgement` says what each answered and what that parsed to, or the
+    stage and reason it failed at."""
+    j = _judgement(record)
+    # 1. step agent: the answer only (no question, no video), official wording
+    res = await lanes["step"].ask(step_request(record, settings))
+    j.cached["step_agent"] = res.cached
+    j.step_text = res.text
+    if not res.ok:
+        j.fail("step_agent", res.error, res.detail)
+    else:
+        j.steps = list(parse_steps(res.text).steps)
+    # the video's identity and frames part (hashed, and handed to the render pool, by `prepare_media`)
+    frames: VideoFramesPart = await asyncio.wrap_future(part)
+    # 2. audio clues: the released file, or live from the clip's audio track
+    if "audio" in lanes:
         if not j.ok:
-            bars["judge"].update(1)
-            return
-        request = judge_request(
-            record,
-            settings,
-            step_text=j.step_text or "",
-            n_steps=len(j.steps),
-            audio_clue=j.audio_clue or "",
-            frames=frames,
-        )
-        res = await lane["judge"].ask(request)
-        j.cached["judge"] = res.cached
-        j.judge_text = res.text
-        if not res.ok:
-            j.fail("judge", res.error, res.detail)
-            return
-        parsed = parse_scores(res.text)
-        if not parsed.ok:  # only reachable without a validator; kept for safety
-            j.fail("judge", f"score_{parsed.status.value}", (res.text or "")[:300])
-            return
-        j.ratings = [(r.numerator, r.denominator) for r in parsed.ratings]
-
-    # Rows enter the pipeline a window at a time, in order.  Why: when the step answers come from the cache (a
-    # re-judge), every row's step answer arrived at once and every row's judge request was built and looked up
-    # before the first one was sent (1.5 s of 6,500 rows); a window of many times the concurrency keeps the slots
-    # as full as before and sends the first requests at once.  The requests, and so every number, are the same.
-    window_size = max(ROW_WINDOW_MIN, ROW_WINDOW_PER_SLOT * engine.endpoint.concurrency)
-    window: asyncio.Semaphore
-
-    async def everything() -> None:
-        nonlocal window
-        window = asyncio.Semaphore(window_size)
-        await gather_all(
-            [
-                one(lane, record, j, part)
-                for lane, group, js, ps in zip(lanes, groups, judgements, media, strict=True)
-                for record, j, part in zip(group, js, ps, strict=True)
-            ]
-        )
-
-    try:
-        engine.run_pipeline(everything())
-    finally:
-        stop_media.set()
-        for bar in bars.values():
-            bar.close()
-    for g, lane in enumerate(lanes):
-        for role in roles:
-            batch = lane[role].finish()
-            if stats is not None:
-                stats[g][role] = batch
-    return judgements
+            lanes["audio"].skip()
+        else:
+            res = await lanes["audio"].ask(audio_request(record, settings))
+            j.cached["audio_clue"] = res.cached
+            if res.ok:
+                j.audio_clue = res.text
+            else:
+                j.fail("audio_clue", res.error, res.detail)
+    # 3. the multimodal judge: frames (1 fps, first 10), audio clue, label(s), the step text
+    if not j.ok:
+        lanes["judge"].skip()
+        return j
+    request = judge_request(
+        record, settings, step_text=j.step_text or "", n_steps=len(j.steps), audio_clue=j.audio_clue or "",
+        frames=frames,
+    )  # fmt: skip
+    res = await lanes["judge"].ask(request)
+    j.cached["judge"] = res.cached
+    j.judge_text = res.text
+    if not res.ok:
+        j.fail("judge", res.error, res.detail)
+        return j
+    parsed = parse_scores(res.text)
+    if not parsed.ok:  # only reachable without a validator; kept for safety
+        j.fail("judge", f"score_{parsed.status.value}", (res.text or "")[:300])
+        return j
+    j.ratings = [(r.numerator, r.denominator) for r in parsed.ratings]
+    j.rule_differs = per_task_rule_differs(res.text, spec_for(record["mme_task"]).last_step_rule)
+    return j
 
 
-#: Videos hashed and handed to the render pool at a time by `_prepare_media`.
-MEDIA_CHUNK = 64
+def _video_path(record: Mapping[str, Any]) -> str:
+    return record["video_path"]
 
 
-def _prepare_media(
-    groups: Sequence[Sequence[dict[str, Any]]], settings: MMESettings, stop: threading.Event
-) -> list[list[Future]]:
-    """Per record, a future of its `frames_part`: in a thread of its own, a chunk at a time in pipeline order, the
-    videos are hashed (several at once: `hash_files`, memo and digest store first), their parts built and their
-    frames queued for the render pool (`prerender`: decoded in other processes while the step agent works).
-    An error fails every part not yet made, so the pipeline raises it.  `stop` set (the pipeline ended, say on an
-    error): no further chunk is hashed or rendered for a run that is gone."""
-    futures = [[Future() for _ in group] for group in groups]
-    order = [(f, r) for fs, group in zip(futures, groups, strict=True) for f, r in zip(fs, group, strict=True)]
+def _key(task: TaskAnswers) -> tuple[MMESettings, str]:
+    return task.settings, task.items[0]["mme_task"] if task.items else ""
 
-    def work() -> None:
-        try:
-            for start in range(0, len(order), MEDIA_CHUNK):
-                if stop.is_set():
-                    return
-                chunk = order[start : start + MEDIA_CHUNK]
-                hash_files(r["video_path"] for _, r in chunk)
-                parts = [(f, frames_part(r)) for f, r in chunk]
-                prerender((p for _, p in parts), settings.render_workers)
-                for f, p in parts:
-                    f.set_result(p)
-        except BaseException as exc:  # noqa: BLE001 - handed to the pipeline, which raises it
-            for f, _ in order:
-                if not f.done():
-                    f.set_exception(exc)
 
-    threading.Thread(target=work, name="emo-mme-media", daemon=True).start()
-    return futures
+def _answer_id(record: Mapping[str, Any]) -> tuple[str, int, str, str]:
+    """What makes a record the same answer: its task, row, video and answer."""
+    return record["mme_task"], int(record["row"]), record["video_id"], record["answer"]
+
+
+def _same_answers(a: TaskAnswers, b: TaskAnswers) -> bool:
+    """Whether two tasks hold exactly the same answers, each once."""
+    ids = {_answer_id(r) for r in a.items}
+    return len(ids) == len(a.items) == len(b.items) and ids == {_answer_id(r) for r in b.items}
+
+
+class _Kept:
+    """Tasks judged ahead of their own call (the other tasks `judge` judged), each taken once by the call for
+    exactly the same answers, with its accounting."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._done: dict[tuple[MMESettings, str], tuple[TaskAnswers, Judged]] = {}
+
+    def put(self, task: TaskAnswers, judged: Judged) -> None:
+        with self._lock:
+            self._done[_key(task)] = (task, judged)
+
+    def has(self, task: TaskAnswers) -> bool:
+        with self._lock:
+            entry = self._done.get(_key(task))
+        return entry is not None and _same_answers(entry[0], task)
+
+    def take(self, task: TaskAnswers) -> Judged | None:
+        """`task`'s judgements (in its records' order) and accounting, when judged ahead for exactly these."""
+        with self._lock:
+            entry = self._done.pop(_key(task), None)
+        if entry is None or not _same_answers(entry[0], task):
+            return None  # other answers than the ones judged ahead: judged now
+        by_id = {_answer_id(r): j for r, j in zip(entry[0].items, entry[1].judgements, strict=True)}
+        return Judged([by_id[_answer_id(r)] for r in task.items], entry[1].stats)
+
+
+_KEPT = _Kept()
 
 
 def _identity(path: str, video_id: str) -> str:

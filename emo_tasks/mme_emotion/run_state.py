@@ -6,8 +6,8 @@ in the process by the hooks.  All of it is one object, `STATE` (a `RunState`), s
 `process_results` to its metric through one place:
 
 - `tasks` (`TaskRegistry`): (source, task key) -> the settings and rows `process_docs` loaded, and the answers
-  `process_results` recorded (so the first aggregation of a group run can judge every task in one pipeline);
-- `ahead` (`JudgedAhead`): judgements made ahead of their task's aggregation, taken once by exactly those records;
+  `process_results` recorded (so the first aggregation of a group run hands every task to the judge at once:
+  `take_answers`; the judgements of the tasks judged ahead are the judge's to keep, `judge.judge`);
 - `memo` (`LastResult`): the eight metric aggregations of a task share one judge phase;
 - `notices`: output folders already told "judging deferred" (one line per folder and process).
 """
@@ -15,14 +15,12 @@ in the process by the hooks.  All of it is one object, `STATE` (a `RunState`), s
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from emo_tasks.common import LastResult
-from judges import BatchStats
 
-from .judge import Judgement
 from .settings import MMESettings
 
 
@@ -60,7 +58,7 @@ class TaskRegistry:
 
     def record_answer(self, record: Mapping[str, Any]) -> None:
         """Keep a `process_results` record of a judged task, so that the first aggregation of a group run can
-        judge every task's answers in one pipeline (`hooks.judge_ahead`)."""
+        judge every task's answers in one pipeline (`take_answers`)."""
         key = record_key(record)
         with self._lock:
             loaded = self._tasks.get(key)
@@ -68,14 +66,19 @@ class TaskRegistry:
                 self._answers.setdefault(key, {})[int(record["row"])] = dict(record)
 
     def take_answers(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
-        """Every kept answer by task, forgetting them."""
+        """Every kept answer by task, forgetting them: each is handed to the judge once."""
         with self._lock:
             answers, self._answers = self._answers, {}
         return {key: list(rows.values()) for key, rows in answers.items() if rows}
 
-    def forget_answers(self, key: tuple[str, str]) -> None:
+    def hold(self, groups: Sequence[Sequence[Mapping[str, Any]]]) -> None:
+        """Keep exactly these answers (one task per group), forgetting any other: what the judge stage hands over,
+        as `process_results` keeps an in-process run's."""
         with self._lock:
-            self._answers.pop(key, None)
+            self._answers = {}
+        for records in groups:
+            for record in records:
+                self.record_answer(record)
 
     def find(self, source: str, key: str) -> LoadedTask | None:
         with self._lock:
@@ -90,54 +93,11 @@ class TaskRegistry:
         return loaded
 
 
-def record_id(record: Mapping[str, Any]) -> tuple[Any, ...]:
-    return (*record_key(record), int(record["row"]), record["video_id"], record["answer"])
-
-
-def same_answers(ids: Collection[tuple[Any, ...]], records: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether `records` are exactly the answers `ids` (record ids) name, each once."""
-    return len(ids) == len(records) and set(ids) == {record_id(r) for r in records}
-
-
-class JudgedAhead:
-    """Judgements made ahead of their task's aggregation by `hooks.judge_ahead` (several tasks in one pipeline), each
-    taken once by the aggregation of exactly the same records, with that task's per-agent accounting."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._done: dict[tuple[MMESettings, tuple[str, str]], tuple[dict, dict[str, BatchStats]]] = {}
-
-    def put(self, settings: MMESettings, items: Sequence[Mapping[str, Any]], judged: Sequence[Judgement],
-            stats: dict[str, BatchStats]) -> None:  # fmt: skip
-        by_id = {record_id(r): j for r, j in zip(items, judged, strict=True)}
-        with self._lock:
-            self._done[(settings, record_key(items[0]))] = (by_id, stats)
-
-    def has(self, settings: MMESettings, records: Sequence[Mapping[str, Any]]) -> bool:
-        with self._lock:
-            entry = self._done.get((settings, record_key(records[0])))
-        return entry is not None and same_answers(entry[0].keys(), records)
-
-    def take(
-        self, settings: MMESettings, records: Sequence[Mapping[str, Any]]
-    ) -> tuple[list[Judgement], dict[str, BatchStats]] | None:
-        """The judgements of `records` (in their order) and the accounting, when judged ahead for exactly these."""
-        with self._lock:
-            entry = self._done.pop((settings, record_key(records[0])), None)
-        if entry is None:
-            return None
-        by_id, stats = entry
-        if not same_answers(by_id.keys(), records):
-            return None  # other answers than the ones judged ahead: judge these now
-        return [by_id[record_id(r)] for r in records], stats
-
-
 class RunState:
     """Everything one process keeps for its MME-Emotion tasks between lmms-eval's hooks (see the module docstring)."""
 
     def __init__(self) -> None:
         self.tasks = TaskRegistry()
-        self.ahead = JudgedAhead()
         self.memo = LastResult()
         self._notices: set[str | None] = set()
         self._notice_lock = threading.Lock()

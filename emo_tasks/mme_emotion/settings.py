@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from emo_tasks.settings import CommonSettings, SettingsError, choice, number
-from judges.config import EndpointConfig, EngineSettings, JudgeConfigError, model_for_role, render_workers
+from judges.config import (
+    EndpointConfig,
+    EngineSettings,
+    JudgeConfigError,
+    MediaSettings,
+    model_for_role,
+    render_workers,
+)
 from judges.frames import frame_cache_max_bytes
 
 from .data import HUB_ID
@@ -98,6 +105,13 @@ class MMESettings:
     @property
     def frame_cache_dir(self) -> Path:
         return self.common.cache_dir / "frames"
+
+    @property
+    def media(self) -> MediaSettings:
+        """The judge's video media: the frame cache (`<cache dir>/frames`), the content-hash store, the render pool."""
+        return MediaSettings(
+            self.frame_cache_dir, self.frame_cache_max_bytes, self.common.digest_store, self.render_workers
+        )
 
     def model(self, role: str) -> str:
         """The model for a judge role ("step", "judge", "audio")."""

@@ -24,15 +24,14 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from emo_tasks.benchmarks import SampleView
 from emo_tasks.datafiles import read_sample_log, sample_log
-from judges.filehash import active_digest_store, configure_digest_store
-from judges.frames import active_frame_cache, configure_frame_cache, frame_cache_key, render_stats
+from judges import media_caches
+from judges.frames import frame_cache_key, render_stats
 from judges.media import VideoFramesPart, hash_files
 
 from .judge import FRAME_INTERVAL_S, MAX_FRAMES, frames_part
@@ -191,7 +190,7 @@ def judge_frames(
     folder = Path(frames_dir) if frames_dir is not None else settings.common.cache_dir / VIEW_FRAMES
     present = [d for d in docs if d is not None and os.path.isfile(d["video_path"])]
     out: list[tuple[tuple[str, ...], str]] = []
-    with _judge_frame_cache(settings):
+    with media_caches(settings.media):  # the frame cache and content-hash store as the judge has them
         hash_files(d["video_path"] for d in present)  # every video's identity once, a few at a time
         for doc, seen in zip(docs, judged or [None] * len(docs), strict=True):
             if doc is None:
@@ -245,18 +244,3 @@ def _write_frames(target: Path, frames: list[bytes]) -> list[Path]:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return sorted(target.glob("*.jpg"))
-
-
-@contextmanager
-def _judge_frame_cache(settings: Any) -> Iterator[None]:
-    """The frame cache and the content-hash store as the judge configures them (`judge.judge_groups`), the
-    process's own settings restored after."""
-    before = active_frame_cache()
-    store = active_digest_store()
-    configure_frame_cache(settings.frame_cache_dir, settings.frame_cache_max_bytes)
-    configure_digest_store(settings.common.digest_store)
-    try:
-        yield
-    finally:
-        configure_frame_cache(before.root if before else None, before.max_bytes if before else 0)
-        configure_digest_store(store.path if store else None)

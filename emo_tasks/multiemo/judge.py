@@ -428,7 +428,7 @@ def plan(
     `max_tokens` / `output_tokens_max`: None, unbounded (these requests set no max_tokens);
     `output_tokens_cached`: the cached answers' completion tokens.  `engine`: a `judges.JudgeEngine` (default: the
     shared one for the settings)."""
-    from judges.engine import get_engine
+    from judges import get_engine
 
     settings = _run_settings(records, settings)
     engine = get_engine(settings.engine) if engine is None else engine

@@ -203,7 +203,7 @@ def test_a_judge_phase_reads_each_video_once(tmp_path: Path, reads: list[str]) -
     """Three answers per sample row, two rows (two videos): the phase hashes two files, however many requests
     (frames parts, judge requests, pending renders) name them."""
     from emo_tasks.mme_emotion import hooks
-    from emo_tasks.mme_emotion.judge import judge_samples
+    from emo_tasks.mme_emotion.judge import TaskAnswers, judge_tasks
 
     with LoopbackServer(responder=Judge(), expected_api_key=API_KEY) as srv:
         env = {"OPENAI_BASE_URL": srv.base_url, "OPENAI_API_KEY": API_KEY, "EMO_PROGRESS": "0",
@@ -213,7 +213,7 @@ def test_a_judge_phase_reads_each_video_once(tmp_path: Path, reads: list[str]) -
         for n in range(3):
             records = [hooks.process_results(doc, [f"Take {n}. Answer: Anger"])["rec_s"] for doc in docs]
             items += [{**hooks.lookup_doc(r), **r} for r in records]
-        judged = judge_samples(items, hooks.settings_for(records), progress=False)
+        ((judged, _),) = judge_tasks([TaskAnswers(items, hooks.settings_for(records))], progress=False)
     assert len(judged) == 6 and all(j.ok for j in judged)
     assert sorted(reads) == sorted({d["video_path"] for d in docs}) and len(reads) == 2
 

@@ -11,7 +11,7 @@ import pytest
 from conftest import API_KEY, fast_env
 
 from judges import EndpointConfig, JudgeConfigError, JudgeEngine, JudgeRequest, text_message, user_message
-from judges.engine import http_client
+from judges.endpoint import http_client
 from judges.media import ImagePart
 from judges.testing import LoopbackServer, Reply
 

@@ -15,12 +15,13 @@ from judges.testing import LoopbackServer
 
 def _judge_task(env: dict[str, str]) -> list:
     from emo_tasks.mme_emotion import hooks
-    from emo_tasks.mme_emotion.judge import judge_samples
+    from emo_tasks.mme_emotion.judge import TaskAnswers, judge_tasks
 
     docs = hooks.load_task("mme_emotion/sample/ER-Lab", env)
     records = [hooks.process_results(doc, ["The voice is loud. Answer: Anger"])["rec_s"] for doc in docs]
     items = [{**hooks.lookup_doc(r), **r} for r in records]
-    return judge_samples(items, hooks.settings_for(records), progress=False)
+    (judged,) = judge_tasks([TaskAnswers(items, hooks.settings_for(records))], progress=False)
+    return judged.judgements
 
 
 def test_a_second_judge_model_decodes_no_video(tmp_path: Path) -> None:

@@ -73,14 +73,13 @@ def test_a_record_is_judged_while_others_are_still_at_the_step_agent(judged_env:
     As batches (every step answer before any judge request) the first judge request starts only when the
     last step request has ended."""
     from emo_tasks.mme_emotion.hooks import settings_for
-    from emo_tasks.mme_emotion.judge import judge_samples
+    from emo_tasks.mme_emotion.judge import TaskAnswers, judge_tasks
 
     responder = TaggedJudge()
     with LoopbackServer(responder=responder, latency_s=LATENCY, expected_api_key=API_KEY) as srv:
         env = {**fast_env(srv.base_url), **judged_env, "EMO_JUDGE_CONCURRENCY": "2"}
         items = _records("ER-Lab", "TAG-a", env) + _records("ER-Wild", "TAG-a", env)[:1]
-        stats: dict = {}
-        judgements = judge_samples(items, settings_for(items), progress=False, stats=stats)
+        ((judgements, stats),) = judge_tasks([TaskAnswers(items, settings_for(items))], progress=False)
     assert all(j.ok for j in judgements) and len(judgements) == 3
     steps = [s for s in responder.seen if s[0] == "step"]
     judges = [s for s in responder.seen if s[0] == "judge"]
@@ -96,14 +95,14 @@ def test_tasks_share_one_pipeline_with_the_numbers_of_one_batch_per_task(
     (one task after another, they would wait for them), and each task gets the judgements and the per-agent
     accounting it gets judged alone."""
     from emo_tasks.mme_emotion.hooks import settings_for
-    from emo_tasks.mme_emotion.judge import judge_groups, judge_samples
+    from emo_tasks.mme_emotion.judge import TaskAnswers, judge_tasks
 
     together = TaggedJudge()
     with LoopbackServer(responder=together, latency_s=LATENCY, expected_api_key=API_KEY) as srv:
         env = {**fast_env(srv.base_url), **judged_env, "EMO_JUDGE_CONCURRENCY": "4"}
         groups = [_records("ER-Lab", "TAG-a", env), _records("ER-Wild", "TAG-b", env)]
-        stats: list[dict] = [{}, {}]
-        joint = judge_groups(groups, settings_for(groups[0]), progress=False, descs=["a", "b"], stats=stats)
+        tasks = [TaskAnswers(items, settings_for(items), desc) for items, desc in zip(groups, "ab", strict=True)]
+        joint, stats = zip(*judge_tasks(tasks, progress=False), strict=True)
     first_b_step = min(start for agent, tag, start, _ in together.seen if agent == "step" and tag == "TAG-b")
     first_a_judge = min(start for agent, tag, start, _ in together.seen if agent == "judge" and tag == "TAG-a")
     assert first_b_step < first_a_judge
@@ -115,8 +114,8 @@ def test_tasks_share_one_pipeline_with_the_numbers_of_one_batch_per_task(
         separate, separate_stats = [], []
         for task, tag in (("ER-Lab", "TAG-a"), ("ER-Wild", "TAG-b")):
             items = _records(task, tag, env)
-            st: dict = {}
-            separate.append(judge_samples(items, settings_for(items), progress=False, stats=st))
+            ((judgements, st),) = judge_tasks([TaskAnswers(items, settings_for(items))], progress=False)
+            separate.append(judgements)
             separate_stats.append(st)
     assert [_summary(g) for g in joint] == [_summary(g) for g in separate]
     fields = ("requests", "unique_requests", "cache_hits", "calls", "answered", "failures", "prompt_tokens",
@@ -226,13 +225,14 @@ def test_an_in_process_aggregation_judges_the_other_tasks_only_when_it_holds_eve
 
 
 def test_a_failed_pipeline_stops_hashing_and_rendering_the_videos_still_queued(tmp_path: Path) -> None:
-    """The videos are hashed in a thread of their own, a chunk at a time (`_prepare_media`).  When the pipeline
-    fails, no further chunk is hashed or handed to the render pool: the run is gone."""
+    """The videos are hashed in a thread of their own, a chunk at a time (`judges.prepare_media`).  When the
+    pipeline fails, no further chunk is hashed or handed to the render pool: the run is gone."""
     from emo_tasks.mme_emotion import judge as mme_judge
     from emo_tasks.mme_emotion.settings import MMESettings
     from judges.filehash import hash_stats, reset_hash_stats
+    from judges.frames import MEDIA_CHUNK
 
-    n = mme_judge.MEDIA_CHUNK * 40
+    n = MEDIA_CHUNK * 40
     videos = tmp_path / "videos"
     videos.mkdir()
     records = []
@@ -246,8 +246,8 @@ def test_a_failed_pipeline_stops_hashing_and_rendering_the_videos_still_queued(t
     reset_hash_stats(forget=True)
     try:
         with pytest.raises(KeyError, match="unknown MME-Emotion task"):  # every row's step request: nothing sent
-            mme_judge.judge_groups([records], MMESettings.from_env(env, "benchmark"))
-        for thread in [t for t in threading.enumerate() if t.name == "emo-mme-media"]:
+            mme_judge.judge_tasks([mme_judge.TaskAnswers(records, MMESettings.from_env(env, "benchmark"))])
+        for thread in [t for t in threading.enumerate() if t.name == "judges-media"]:
             thread.join(timeout=30)
         # at most the chunks under way when the pipeline raised, not the 40 queued
         assert hash_stats()["files"] < n // 4, hash_stats()
@@ -257,8 +257,8 @@ def test_a_failed_pipeline_stops_hashing_and_rendering_the_videos_still_queued(t
 
 
 def test_gather_all_raises_the_first_error_and_leaves_no_other_unretrieved(caplog: pytest.LogCaptureFixture) -> None:
-    """Rows behind a window (as `judge_groups` runs them) that fail one after another: the first error is raised and
-    no other is left to print "Task exception was never retrieved" (a failed 2,560-row pipeline printed one)."""
+    """Rows behind a window (as `judges.run_agents` runs them) that fail one after another: the first error is raised
+    and no other is left to print "Task exception was never retrieved" (a failed 2,560-row pipeline printed one)."""
     import gc
 
     def first_error() -> str:
