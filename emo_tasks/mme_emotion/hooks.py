@@ -32,6 +32,7 @@ from loguru import logger
 
 from emo_tasks import subset
 from emo_tasks.common import file_stamp, placeholder_name, row_target
+from emo_tasks.results.layout import ANSWERS_SUFFIX, JUDGE_DIR, JUDGE_LOG_SUFFIX, summary_file
 from emo_tasks.settings import CommonSettings, environ, lmms_eval_predict_only
 from judges import BatchStats, JudgeCache, JudgeEngine, get_engine
 from judges.atomic import atomic_write_text
@@ -392,8 +393,8 @@ def _write_answers(output_path: str, tasks: list[str], source: str, items: Seque
         }
         for item in items
     ]
-    path = Path(output_path) / "emo_tasks_judge" / f"{_log_name(tasks, source)}_{file_stamp('%Y%m%dT%H%M%S')}"
-    path = path.with_name(path.name + "_answers.jsonl")
+    path = Path(output_path) / JUDGE_DIR / f"{_log_name(tasks, source)}_{file_stamp('%Y%m%dT%H%M%S')}"
+    path = path.with_name(path.name + ANSWERS_SUFFIX)
     write_audit_jsonl(path, rows)
     return path
 
@@ -470,8 +471,6 @@ def _write_logs(
         return
     from judges.audit import json_text, write_audit_jsonl
 
-    folder = Path(output_path) / "emo_tasks_judge"
-    name = _log_name(tasks, source)
-    stamp = file_stamp("%Y%m%dT%H%M%S")
-    write_audit_jsonl(folder / f"{name}_{stamp}_judge.jsonl", rows)  # keys redacted, any string survives
-    atomic_write_text(folder / f"{name}_{stamp}_summary.json", json_text(summary, indent=2))
+    log = Path(output_path) / JUDGE_DIR / f"{_log_name(tasks, source)}_{file_stamp('%Y%m%dT%H%M%S')}{JUDGE_LOG_SUFFIX}"
+    write_audit_jsonl(log, rows)  # keys redacted, any string survives
+    atomic_write_text(summary_file(log), json_text(summary, indent=2))
