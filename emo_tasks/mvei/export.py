@@ -20,18 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from emo_tasks.results.export import (
-    STR_OR_NONE,
-    ExportError,
-    StrPath,
-    finish,
-    model_name_for,
-    run_task_log,
-    staged,
-    write_json,
-)
+from emo_tasks.results.export import STR_OR_NONE, ExportError, finish, model_name_for, run_task_log, staged, write_json
+
+if TYPE_CHECKING:
+    from emo_tasks.results.export import StrPath
 
 MVEI_FILE = "Std_MVEI_results.json"
 MVEI_KEYS = (
