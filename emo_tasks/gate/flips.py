@@ -115,7 +115,7 @@ def run_samples(path: Path, results_file: Path, task: str) -> list[dict[str, Any
 
 
 def run_flips(base: Any, new: Any, tasks: Iterable[str]) -> list[dict[str, Any]]:
-    """The flips (only) between two loaded runs (`report.Run`) over leaf `tasks`, largest drop first."""
+    """The flips (only) between two loaded runs (`reader.Run`) over leaf `tasks`, largest drop first."""
     out = []
     for task in tasks:
         bench = benchmark_of(task)

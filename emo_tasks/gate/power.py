@@ -3,7 +3,7 @@ paired tests, from a baseline run's per-sample values.
 
 Why: a smaller `--limit` (the first N rows) is biased and has unknown power, so a gate run on it can pass a 2-point
 drop without saying so.  The gate flags a regression when its paired test (McNemar's exact test for 0/1 outcomes,
-else the paired bootstrap; `report.compare_metric`) rejects at level `alpha`, two-sided, and the new run is worse.
+else the paired bootstrap; `compare.compare_metric`) rejects at level `alpha`, two-sided, and the new run is worse.
 For a true mean drop D, with sd_d the standard deviation of the per-row paired difference (new - base), its power
 with n rows is close to
 
@@ -103,7 +103,7 @@ def _mean_change(diffs: list[float]) -> float:
 
 def paired_spread(base: Mapping[Any, float], second: Mapping[Any, float] | None = None) -> PairedSpread:
     """The spread over the rows both runs of the same model have (`second`), else from `base` alone under the
-    independence assumption (module docstring).  Keys are the runs' per-sample keys (`report.samples_for`)."""
+    independence assumption (module docstring).  Keys are the runs' per-sample keys (`reader.samples_for`)."""
     if second is not None:
         diffs = [second[k] - base[k] for k in base if k in second]
         return PairedSpread(_sd(diffs), _mean_change(diffs), len(diffs), "second run")

@@ -1,7 +1,7 @@
 """`emo-tasks judge --dry-run`: what the stage would send (requests, cached answers, tokens, cost), sending nothing.
 
 Why a module of its own: the cost estimate is a separate concern from judging; it only reads the checked plans
-(`stage_plan.TaskPlan`) and asks each benchmark's planner (`hooks.plan`, `hooks.judge_plan`).
+(`stage_types.TaskPlan`) and asks each benchmark's planner (`hooks.plan`, `hooks.judge_plan`).
 
 The dry run is the moment a user needs the cost, usually before anything is cached, so every row gets one: input
 tokens are counted exactly; output tokens come from the agent's `max_tokens` bound, else the mean real usage of

@@ -14,7 +14,7 @@ it may add to what `--help` says: `RUN_DIR_HELP` (what its formats need of RUN_D
 reasons for exit 2).  This module imports no benchmark module (only the registry, which loads them lazily), so
 the format modules can import it: no import circle.
 
-An export never mixes runs: the run is picked by the project's one rule (`report.load_run`: a folder
+An export never mixes runs: the run is picked by the project's one rule (`reader.load_run`: a folder
 holding several runs needs --run), the MME-Emotion judge log of a task is the newest one that is that run's (its
 answers and counts), and --out must be new or empty; `--force` replaces an earlier export there by removing
 exactly the files its provenance.json lists (and refuses when anything else is in the folder).  The export is
@@ -34,7 +34,7 @@ provenance.json (every format)
 "n_scored", "n_failed", "prompt_hashes", "judge_models", "api_models", "alpha", "judge_protocol",
 "judge_mode"}}, "metrics": {task: {metric: {value, ci_low, ci_high, n}}}, "files": [str]}` (`data_hash`:
 sha256[:16] over the sorted (doc_id, target) of the task's sample log, `report.data_hash`; judge fields from the
-benchmark's own summary of the task (`Benchmark.read_samples(...).summary`, `report.Run.summaries`: MME's
+benchmark's own summary of the task (`Benchmark.read_samples(...).summary`, `reader.Run.summaries`: MME's
 `_summary.json`), None for benchmarks that write none; CIs from the report's bootstrap; `files`: every file the
 export wrote, relative POSIX paths, provenance.json included, the list `summary.json` "files" repeats and a later
 `--force` removes).
@@ -159,7 +159,7 @@ def secrets_masker() -> Redactor:
 
 
 def read_run(run_dir: str | Path, pick: str | None = None) -> Any:
-    """The run by the project's one run-picking rule (`report.load_run`): a folder holding several runs
+    """The run by the project's one run-picking rule (`reader.load_run`): a folder holding several runs
     and no --run is refused, so an export never takes a run nobody chose."""
     from emo_tasks.results.reader import InputError, ReportError, label_runs, load_run
 

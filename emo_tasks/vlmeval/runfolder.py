@@ -27,7 +27,7 @@ FOLDER = "emo_tasks"
 
 
 def prompt_config(task: str) -> dict[str, Any]:
-    """What lmms-eval records of the task's prompt (`report.PROMPT_FIELDS`) and its metadata (with the gate subset
+    """What lmms-eval records of the task's prompt (`reader.PROMPT_FIELDS`) and its metadata (with the gate subset
     the rows came from, `EMO_SUBSET`), from the task's YAML
     (`common.task_configs`): a VLMEvalKit run asks the task's `doc_to_text` with its default kwargs, as lmms-eval
     does, so `compare` can pair it with an lmms-eval run of the same task.  A `!function` is written as lmms-eval
