@@ -30,7 +30,6 @@ from emo_tasks.gate import compare
 from emo_tasks.gate import power as gate_power  # not `power`: plan_gate() takes a `power` argument
 from emo_tasks.judging.stage_types import StageError
 from emo_tasks.results import reader
-from emo_tasks.results.layout import JUDGED_DIR
 
 
 class PlanError(ValueError):
@@ -319,9 +318,7 @@ def render(plan: GatePlan) -> str:
 def answers_folder(results_file: str | Path) -> Path:
     """The run folder whose saved answers a results file scores: for `emo-tasks judge`'s output
     (`RUN/judged/<setup>/`), RUN; else the results file's folder."""
-    folder = Path(results_file).parent
-    parts = folder.parts
-    return Path(*parts[: len(parts) - 1 - parts[::-1].index(JUDGED_DIR)]) if JUDGED_DIR in parts else folder
+    return reader.judged_source(Path(results_file).parent)
 
 
 def dry_run_cost(

@@ -342,6 +342,16 @@ def run_root(path: Path, results_file: Path) -> Path:
         folder = folder.parent
 
 
+def judged_source(folder: Path) -> Path:
+    """The run a judged result was made from: RUN for a folder under RUN/judged/<judge setup>/ (the last `judged/`
+    in the path), else the folder itself.  The one rule `report --trend` (which run a point is) and `plan-gate`
+    (whose saved answers a results file scores) share."""
+    parts = Path(folder).parts
+    if JUDGED_DIR in parts[:-1]:
+        return Path(*parts[: len(parts) - 1 - parts[::-1].index(JUDGED_DIR)])
+    return Path(folder)
+
+
 def label_runs(runs: Sequence[Run]) -> None:
     """model + model_args; the folder name when two runs would share a label (or nothing identifies the model)."""
     base = [f"{r.model or '?'}" + (f" ({r.model_args})" if r.model_args else "") for r in runs]

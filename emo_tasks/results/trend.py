@@ -48,7 +48,6 @@ from emo_tasks.benchmarks import Benchmark, all_benchmarks, benchmark_of
 from emo_tasks.common import file_stamp
 from emo_tasks.metrics import Metric
 from emo_tasks.results import comparable, reader, report
-from emo_tasks.results.layout import JUDGED_DIR
 
 ORDERS = ("auto", "checkpoint", "date", "given")
 
@@ -81,11 +80,7 @@ def checkpoint_in(text: str | None, only_integer: bool = False) -> int | None:
 
 def run_folder(run: reader.Run) -> Path:
     """The folder the run was given as: `run.path`, or RUN for a judged result under RUN/judged/<setup>."""
-    parts = run.path.parts
-    if JUDGED_DIR in parts[:-1]:
-        cut = len(parts) - 1 - parts[::-1].index(JUDGED_DIR)
-        return Path(*parts[:cut])
-    return run.path
+    return reader.judged_source(run.path)
 
 
 def checkpoint_of(run: reader.Run) -> int | None:
