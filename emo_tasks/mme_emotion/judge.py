@@ -23,12 +23,13 @@ from judges import (
     AudioPart,
     BatchStats,
     JudgeRequest,
+    Lane,
     VideoFramesPart,
+    prepare_media,
+    run_agents,
     text_message,
     user_message,
 )
-from judges.engine import Lane, run_agents
-from judges.frames import prepare_media
 
 from .data import video_identity
 from .parsers import parse_scores, parse_steps, per_task_rule_differs, score_validator, step_validator
