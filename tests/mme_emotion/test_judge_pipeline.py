@@ -231,7 +231,8 @@ def test_a_failed_pipeline_stops_hashing_and_rendering_the_videos_still_queued(
     pipeline fails, no further chunk is hashed or handed to the render pool: the run is gone.
 
     Deterministic on a loaded machine: the second chunk's hashing waits until the pipeline has raised, so at most
-    the two chunks under way then are hashed (with no stop, all 40 would be)."""
+    the two chunks under way then are hashed (with no stop, all 40 would be).  On a loaded machine the pipeline can
+    raise before the first chunk starts: then none is hashed, which is the stop working too (CI saw it once)."""
     from emo_tasks.mme_emotion import judge as mme_judge
     from emo_tasks.mme_emotion.settings import MMESettings
     from judges import frames
@@ -268,9 +269,11 @@ def test_a_failed_pipeline_stops_hashing_and_rendering_the_videos_still_queued(
                 raised.set()
         for thread in [t for t in threading.enumerate() if t.name == "judges-media"]:
             thread.join(timeout=30)
-        # the chunks under way when the pipeline raised (one or two), not the 40 queued
+        # the chunks under way when the pipeline raised (none, one or two: the pipeline may fail before the media
+        # thread reaches its first chunk), not the 40 queued; every file hashed belongs to a chunk counted (twice: with
+        # the memo off, making a chunk's parts reads its videos again)
         assert len(chunks) <= 2, f"{len(chunks)} chunks hashed after the pipeline failed: {hash_stats()}"
-        assert 0 < hash_stats()["files"] <= 2 * len(chunks) * frames.MEDIA_CHUNK, hash_stats()
+        assert hash_stats()["files"] <= 2 * len(chunks) * frames.MEDIA_CHUNK, hash_stats()
     finally:
         reset_engine()
         reset_hash_stats(forget=True)
