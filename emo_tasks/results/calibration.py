@@ -1,0 +1,216 @@
+"""A judge calibration file (`calibration.json`, written by `emo-tasks calibrate`): how far a candidate judge's
+numbers sit from a reference judge's on the same answers, per benchmark, task and headline metric, and the two
+judges' identities, so that `compare`, `report --trend` and `plan-gate` can carry a gate or a trend across a judge
+change (docs/judges.md#changing-the-judge).
+
+Why its own module in `results/`: the calibrate command writes it (`judging/`), and the readers sit in `results/`
+(trend) and `gate/` (compare, plan-gate); one reader with one validation keeps them agreeing on what a file proves.
+Files in, files out: no network.
+
+The document (schema `emo-tasks/judge-calibration/1`):
+
+    {
+      "schema": "emo-tasks/judge-calibration/1",
+      "created": str,                          # ISO time, for people; never compared
+      "reference": Side, "candidate": Side,
+      "level": 0.95,                           # the shifts' confidence level
+      "tolerance": {"default": float, metric: float, ...},
+      "rule": str,                             # the verdict rule in words, as printed
+      "shifts": [Shift, ...],                  # one per (benchmark, task, metric) calibrated
+      "verdict": "interchangeable" | "not interchangeable",
+      ...                                      # agreement, ranking, pairs: the calibrate command's own figures
+    }
+    Side = {
+      "identity": {summary key: value},        # `judge_identity` of the judged results (one value over all tasks)
+      "runs": [str, ...]                       # the judged folders read, one per model
+    }
+    Shift = {
+      "benchmark": str, "task": str, "metric": str,
+      "n": int,                                # paired samples the shift is measured on
+      "shift": float,                          # candidate - reference, in the metric's own units
+      "ci_low": float | null, "ci_high": float | null,
+      "tolerance": float,
+      "interchangeable": bool                  # the CI lies inside [-tolerance, +tolerance]
+    }
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA = "emo-tasks/judge-calibration/1"
+
+#: The summary keys that say which judge made a result (models per role, protocol, alpha, audio clues and the
+#: judge fingerprint where recorded).  Not the endpoint (the same judge served from another host) nor the mode.
+IDENTITY_KEYS = ("judge_models", "judge_protocol", "alpha", "audio_clues", "judge_fingerprint")
+
+
+class CalibrationError(ValueError):
+    """A calibration file that cannot be used; the message names the file and what is wrong (exit 2)."""
+
+
+def judge_identity(summary: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The judge identity a benchmark summary records (`IDENTITY_KEYS` with a value); {} for none."""
+    summary = summary or {}
+    return {k: summary[k] for k in IDENTITY_KEYS if summary.get(k) not in (None, "", {}, [])}
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def identity_difference(recorded: Mapping[str, Any], calibrated: Mapping[str, Any]) -> list[str]:
+    """The identity keys whose values differ between a run's judge and a calibration side ([]: the same judge).
+    A key recorded on one side only is a difference: a fingerprint the run lacks cannot be proven to match."""
+    keys = sorted(set(recorded) | set(calibrated), key=lambda k: IDENTITY_KEYS.index(k) if k in IDENTITY_KEYS else 99)
+    return [k for k in keys if _canonical(recorded.get(k)) != _canonical(calibrated.get(k))]
+
+
+@dataclass(frozen=True)
+class Shift:
+    """One calibrated headline: candidate - reference on the same answers, with its CI."""
+
+    benchmark: str
+    task: str
+    metric: str
+    n: int
+    shift: float
+    ci_low: float | None
+    ci_high: float | None
+    tolerance: float
+    interchangeable: bool
+
+    def half_width(self) -> float | None:
+        """The CI's larger distance from the shift (None without a CI): what a gate across the change adds."""
+        if self.ci_low is None or self.ci_high is None:
+            return None
+        return max(self.shift - self.ci_low, self.ci_high - self.shift)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A read and checked calibration file."""
+
+    path: Path
+    reference: dict[str, Any]
+    candidate: dict[str, Any]
+    shifts: tuple[Shift, ...]
+    rule: str
+    data: dict[str, Any]
+
+    def shift(self, task: str, metric: str) -> Shift | None:
+        """The calibrated shift of `metric` in `task` (None: not calibrated)."""
+        for s in self.shifts:
+            if s.task == task and s.metric == metric:
+                return s
+        return None
+
+    def mismatch(self, reference: Mapping[str, Any], candidate: Mapping[str, Any]) -> str | None:
+        """Why this calibration does not carry a result judged as `reference` to one judged as `candidate`
+        (identities as `judge_identity` gives them); None when both sides match."""
+        parts = []
+        for side, recorded, calibrated in (
+            ("reference", reference, self.reference),
+            ("candidate", candidate, self.candidate),
+        ):
+            keys = identity_difference(recorded, calibrated)
+            if keys:
+                parts.append(f"the {side} judge differs in {', '.join(keys)}")
+        if not parts:
+            return None
+        return f"{self.path} does not calibrate these judges: " + "; ".join(parts)
+
+
+def _number(value: Any, where: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise CalibrationError(f"{where} is {value!r}, not a finite number")
+    return float(value)
+
+
+def load_calibration(path: str | Path) -> Calibration:
+    """Read and check a calibration file; CalibrationError (one line naming the file and the field) otherwise."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CalibrationError(f"{path}: no such calibration file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CalibrationError(f"{path}: not a readable JSON file ({' '.join(str(exc).split())})") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        got = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise CalibrationError(f"{path}: schema {got!r}, expected {SCHEMA!r} (written by `emo-tasks calibrate`)")
+    sides = {}
+    for side in ("reference", "candidate"):
+        identity = (data.get(side) or {}).get("identity") if isinstance(data.get(side), dict) else None
+        if not isinstance(identity, dict) or not identity.get("judge_models"):
+            raise CalibrationError(f"{path}: {side}.identity records no judge models")
+        sides[side] = identity
+    rows = data.get("shifts")
+    if not isinstance(rows, list) or not rows:
+        raise CalibrationError(f"{path}: no shifts")
+    shifts = []
+    for i, row in enumerate(rows):
+        where = f"{path}: shifts[{i}]"
+        if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in ("benchmark", "task", "metric")):
+            raise CalibrationError(f"{where} names no benchmark, task and metric")
+        shift = _number(row.get("shift"), f"{where}.shift")
+        tolerance = _number(row.get("tolerance"), f"{where}.tolerance")
+        if shift is None or tolerance is None:
+            raise CalibrationError(f"{where} has no shift or no tolerance")
+        n = row.get("n")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise CalibrationError(f"{where}.n is {n!r}, not a count")
+        shifts.append(
+            Shift(
+                benchmark=row["benchmark"],
+                task=row["task"],
+                metric=row["metric"],
+                n=n,
+                shift=shift,
+                ci_low=_number(row.get("ci_low"), f"{where}.ci_low"),
+                ci_high=_number(row.get("ci_high"), f"{where}.ci_high"),
+                tolerance=tolerance,
+                interchangeable=bool(row.get("interchangeable")),
+            )
+        )
+    return Calibration(
+        path=path,
+        reference=sides["reference"],
+        candidate=sides["candidate"],
+        shifts=tuple(shifts),
+        rule=str(data.get("rule") or ""),
+        data=data,
+    )
+
+
+def calibration_document(
+    reference: Mapping[str, Any],
+    candidate: Mapping[str, Any],
+    shifts: Sequence[Shift],
+    *,
+    tolerance: Mapping[str, float],
+    rule: str,
+    level: float,
+    created: str,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The document `load_calibration` reads (`reference`/`candidate`: {"identity": ..., "runs": [...]})."""
+    return {
+        "schema": SCHEMA,
+        "created": created,
+        "reference": dict(reference),
+        "candidate": dict(candidate),
+        "level": level,
+        "tolerance": dict(tolerance),
+        "rule": rule,
+        "shifts": [s.__dict__.copy() for s in shifts],
+        "verdict": "interchangeable" if all(s.interchangeable for s in shifts) else "not interchangeable",
+        **dict(extra or {}),
+    }
