@@ -45,7 +45,7 @@ class JudgeModelNotFound(JudgeConfigError):
         self.role, self.model, self.host = role, model, host
         super().__init__(
             f"the {role} model {model!r} is retired or unknown at {host} ({detail}); nothing more was sent. Pick "
-            "another judge model (see docs/judges.md#changing-the-judge: a new judge's numbers are not the old "
+            f"another {role} model (see docs/judges.md#changing-the-judge: a new judge's numbers are not the old "
             "one's)"
         )
 
