@@ -12,7 +12,8 @@ Why this shape:
 - Cache look-ups happen in the caller's thread, in one query per batch, before anything is sent: a rerun of an
   answered batch makes no call and needs no API key.
 - Faults are data: every request ends as an answer or as a failure with a reason; only a configuration error
-  (no endpoint, no model for a role) raises, and it does so before the first call.
+  raises: no endpoint or no model for a role before the first call, a model the endpoint does not know
+  (`JudgeModelNotFound`) at its first reply, each model's first request going alone (`modelgate.py`).
 - Batches and pipelines keep one rule book (the cache first, each distinct request once, media rendered outside
   the slots, the same accounting), so an agent run as a lane of a pipeline reports what it would as a batch.
 """
