@@ -8,6 +8,7 @@ aggregation functions (`MetricTable.aggregations`), the report, `compare` and th
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -131,8 +132,21 @@ class MetricTable:
         ]
 
 
+#: The exit code of an lmms-eval run whose judge model is retired or unknown (`emo-tasks judge`'s exit 3).
+EXIT_JUDGE_GONE = 3
+
+
 def _aggregation(compute: Callable[..., Mapping[str, Any]], name: str) -> Callable[..., Any]:
     def aggregate(items: Sequence[Any], args: Any = None) -> Any:
-        return compute(items, args)[name]
+        from judges.endpoint import JudgeModelNotFound
+
+        try:
+            return compute(items, args)[name]
+        except JudgeModelNotFound as exc:
+            # lmms-eval prints an evaluation error's traceback, writes no results and exits 0: a retired judge
+            # would look like a finished run.  One line, and the run stops with exit 3 (SystemExit passes
+            # lmms-eval's `except Exception`), as `emo-tasks judge` does.
+            print(f"emo-tasks: judging stopped: {exc}", file=sys.stderr, flush=True)
+            raise SystemExit(EXIT_JUDGE_GONE) from None
 
     return aggregate

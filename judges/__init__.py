@@ -35,9 +35,11 @@ _check_clash()
 from .audit import audit_record, write_audit_jsonl  # noqa: E402
 from .cache import JudgeCache  # noqa: E402
 from .config import EndpointConfig, EngineSettings, JudgeConfigError, MediaSettings, model_for_role  # noqa: E402
+from .endpoint import JudgeModelNotFound  # noqa: E402
 from .engine import AgentsRun, JudgeEngine, Lane, get_engine, reset_engine, run_agents, run_batch  # noqa: E402
 from .frames import media_caches, prepare_media  # noqa: E402
 from .media import AudioPart, ImagePart, VideoFramesPart, extract_audio_wav, sample_video_frames  # noqa: E402
+from .reasoning import answer_part, split_reasoning  # noqa: E402
 from .request import BatchResult, BatchStats, JudgeRequest, JudgeResult, text_message, user_message  # noqa: E402
 
 __all__ = [
@@ -54,11 +56,13 @@ __all__ = [
     "JudgeCache",
     "JudgeConfigError",
     "JudgeEngine",
+    "JudgeModelNotFound",
     "JudgeRequest",
     "JudgeResult",
     "JudgesPackageClash",
     "Lane",
     "MediaSettings",
+    "answer_part",
     "audit_record",
     "get_engine",
     "media_caches",
@@ -67,6 +71,7 @@ __all__ = [
     "reset_engine",
     "run_agents",
     "run_batch",
+    "split_reasoning",
     "text_message",
     "user_message",
     "write_audit_jsonl",

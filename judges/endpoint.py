@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import random
+import re
 import sys
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from .config import EndpointConfig, JudgeConfigError
 
@@ -29,6 +30,44 @@ class _MalformedResponse(Exception):
 
 class _EmptyAnswer(Exception):
     pass
+
+
+class _TruncatedAnswer(Exception):
+    """No answer: the server put the model's reasoning in a field of its own (`reasoning_content`, `reasoning`) and
+    stopped at the token limit before the answer."""
+
+
+class JudgeModelNotFound(JudgeConfigError):
+    """The endpoint does not know a role's model (retired or misspelt): the stage stops at once, naming the role
+    and the model, instead of failing every request of the run."""
+
+    def __init__(self, role: str, model: str, host: str, detail: str) -> None:
+        self.role, self.model, self.host = role, model, host
+        super().__init__(
+            f"the {role} model {model!r} is retired or unknown at {host} ({detail}); nothing more was sent. Pick "
+            f"another {role} model (see docs/judges.md#changing-the-judge: a new judge's numbers are not the old "
+            "one's)"
+        )
+
+
+class Answer(NamedTuple):
+    """What `extract_answer` reads of a chat completion."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    api_model: str | None
+    #: why the model stopped ("stop", "length", ...; None when the server does not say)
+    finish_reason: str | None = None
+
+
+#: An HTTP 404 / 400 that says the model is retired or unknown (OpenAI's `model_not_found`, Azure's
+#: `DeploymentNotFound`, vLLM's and SGLang's "The model `x` does not exist"): not a failure of one request.
+_MODEL_GONE_CODES = frozenset({"model_not_found", "deploymentnotfound"})
+_MODEL_GONE_TEXT = re.compile(
+    r"\b(model|deployment)\b.{0,200}?\b(does not exist|doesn't exist|not found|is not found|was not found)",
+    re.IGNORECASE,
+)
 
 
 def parse_retry_after(headers: Any) -> float | None:
@@ -63,6 +102,8 @@ def classify_error(exc: BaseException) -> tuple[str, bool, float | None]:
         return "malformed_response", True, None
     if isinstance(exc, _EmptyAnswer):
         return "empty_answer", True, None
+    if isinstance(exc, _TruncatedAnswer):  # the same request runs into the same limit: not asked again
+        return "truncated", False, None
     if isinstance(exc, openai.APITimeoutError | asyncio.TimeoutError):
         return ("connection" if _refused_or_dropped(exc) else "timeout"), True, None
     if isinstance(exc, openai.APIConnectionError):
@@ -76,11 +117,33 @@ def classify_error(exc: BaseException) -> tuple[str, bool, float | None]:
             return "server_error", True, retry_after
         if status in (408, 409):
             return f"http_{status}", True, retry_after
+        if status in (400, 404) and model_gone(exc):
+            return "model_not_found", False, None
         return f"http_{status}", False, None
     if isinstance(exc, ValueError | TypeError | KeyError | AttributeError | IndexError):
         # The SDK could not make sense of what came back (e.g. a 200 with a non-JSON body).
         return "malformed_response", True, None
     return "client_error", False, None
+
+
+def model_gone(exc: Any) -> bool:
+    """Whether an HTTP error says the requested model (or Azure deployment) does not exist: its error code, or its
+    message ("The model `x` does not exist or you do not have access to it.")."""
+    code = str(getattr(exc, "code", None) or "").lower()
+    body = getattr(exc, "body", None)
+    message = body.get("message") if isinstance(body, dict) else None
+    text = str(message if message is not None else getattr(exc, "message", "") or "")
+    return code in _MODEL_GONE_CODES or _MODEL_GONE_TEXT.search(text) is not None
+
+
+def status_summary(exc: Any) -> str:
+    """An HTTP error in a few words: "HTTP 404 model_not_found: <the server's message, cut to 200 characters>"."""
+    body = getattr(exc, "body", None)
+    message = body.get("message") if isinstance(body, dict) else getattr(exc, "message", "")
+    code = getattr(exc, "code", None)
+    head = f"HTTP {getattr(exc, 'status_code', '?')}" + (f" {code}" if code and not str(code).isdigit() else "")
+    text = " ".join(str(message or "").split())
+    return f"{head}: {text[:200]}" if text else head
 
 
 def _refused_or_dropped(exc: BaseException) -> bool:
@@ -100,9 +163,9 @@ def _refused_or_dropped(exc: BaseException) -> bool:
     return False
 
 
-def extract_answer(resp: Any) -> tuple[str, int, int, str | None]:
-    """(text, prompt tokens, completion tokens, API model id) of a chat completion: the raw JSON bytes the SDK
-    handed back (`post_completion`), or a decoded object (a dict, or the SDK's model)."""
+def extract_answer(resp: Any) -> Answer:
+    """(text, prompt tokens, completion tokens, API model id, finish reason) of a chat completion: the raw JSON
+    bytes the SDK handed back (`post_completion`), or a decoded object (a dict, or the SDK's model)."""
     if isinstance(resp, bytes | bytearray):
         import json
 
@@ -120,13 +183,18 @@ def extract_answer(resp: Any) -> tuple[str, int, int, str | None]:
     content = get(message, "content") if message is not None else None
     if isinstance(content, list):  # some servers return content parts
         content = "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    finish_reason = get(choices[0], "finish_reason")
+    finish_reason = str(finish_reason) if finish_reason else None
     if content is None or not str(content).strip():
+        reasoning = message is not None and any(get(message, f) for f in ("reasoning_content", "reasoning"))
+        if reasoning and finish_reason == "length":
+            raise _TruncatedAnswer("the judge stopped at its token limit inside its reasoning, before answering")
         raise _EmptyAnswer("the judge returned an empty answer")
     usage = get(resp, "usage")
     prompt_tokens = int((get(usage, "prompt_tokens") if usage is not None else 0) or 0)
     completion_tokens = int((get(usage, "completion_tokens") if usage is not None else 0) or 0)
     api_model = get(resp, "model")
-    return str(content), prompt_tokens, completion_tokens, str(api_model) if api_model else None
+    return Answer(str(content), prompt_tokens, completion_tokens, str(api_model) if api_model else None, finish_reason)
 
 
 async def post_completion(client: Any, body: dict[str, Any]) -> bytes:

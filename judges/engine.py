@@ -12,7 +12,8 @@ Why this shape:
 - Cache look-ups happen in the caller's thread, in one query per batch, before anything is sent: a rerun of an
   answered batch makes no call and needs no API key.
 - Faults are data: every request ends as an answer or as a failure with a reason; only a configuration error
-  (no endpoint, no model for a role) raises, and it does so before the first call.
+  raises: no endpoint or no model for a role before the first call, a model the endpoint does not know
+  (`JudgeModelNotFound`) at its first reply, each model's first request going alone (`modelgate.py`).
 - Batches and pipelines keep one rule book (the cache first, each distinct request once, media rendered outside
   the slots, the same accounting), so an agent run as a lane of a pipeline reports what it would as a batch.
 """
@@ -34,13 +35,17 @@ from .cache import JudgeCache
 from .config import EndpointConfig, EngineSettings, JudgeConfigError
 from .endpoint import (
     DETAIL_CHARS,
+    JudgeModelNotFound,
     classify_error,
     extract_answer,
     failure_detail,
     make_client,
     post_completion,
     retry_delay,
+    status_summary,
 )
+from .modelgate import ModelGate
+from .reasoning import cut_off
 from .request import BatchResult, BatchStats, JudgeRequest, JudgeResult
 
 logger = logging.getLogger("judges")
@@ -75,6 +80,7 @@ class JudgeEngine:
         self._thread: threading.Thread | None = None
         self._client: Any = None
         self._sem: asyncio.Semaphore | None = None
+        self._models = ModelGate()
 
     # ----------------------------------------------------------------- plumbing
     @property
@@ -99,6 +105,7 @@ class JudgeEngine:
         if self._client is None:
             self._client = make_client(self.endpoint)
             self._sem = asyncio.Semaphore(self.endpoint.concurrency)
+            self._models = ModelGate()
         return self._client
 
     def close(self) -> None:
@@ -259,7 +266,7 @@ class JudgeEngine:
             bar.update(len(by_key[key]))
             return key, res
 
-        pairs = await asyncio.gather(*(one(k, r) for k, r in items))
+        pairs = await gather_all([one(k, r) for k, r in items])  # a retired model stops the batch at once
         return dict(pairs)
 
     async def _call(
@@ -268,8 +275,22 @@ class JudgeEngine:
         ep = self.endpoint
         health = health or _BatchHealth("judge", ep.host, ep.concurrency)
         assert self._sem is not None
+        model = req.resolved_model()
+        gate = self._models
+        first = await gate.admit(model)  # a model's first request goes alone: a retired model costs one request
+        try:
+            return await self._call_admitted(client, key, req, stats, health, model, first)
+        finally:
+            if first:
+                gate.settle(model)
+
+    async def _call_admitted(
+        self, client: Any, key: str, req: JudgeRequest, stats: BatchStats, health: _BatchHealth, model: str,
+        first: bool,
+    ) -> JudgeResult:  # fmt: skip
+        ep = self.endpoint
+        assert self._sem is not None
         async with self._sem:
-            model = req.resolved_model()
             base = dict(key=key, model=model)
             if health.down:  # the endpoint failed every try of this batch so far: do not knock again
                 return JudgeResult(ok=False, text=None, error=health.reason, detail=health.detail, **base)
@@ -305,11 +326,18 @@ class JudgeEngine:
                 tries += 1
                 stats.calls += 1
                 try:
-                    raw = await post_completion(client, {"messages": messages, "model": model, **params})
-                    text, p_tok, c_tok, api_model = extract_answer(raw)
+                    try:
+                        raw = await post_completion(client, {"messages": messages, "model": model, **params})
+                    finally:  # the first reply lets the model's other requests go (a gone model: they
+                        if first and tries == 1:  # raise, `gone` below runs before they wake)
+                            self._models.settle(model)
+                    text, p_tok, c_tok, api_model, finish_reason = extract_answer(raw)
                     health.answered()
                     prompt_tokens += p_tok
                     completion_tokens += c_tok
+                    if cut_off(text, finish_reason):  # not asked again: the same request meets the same limit
+                        detail = f"cut off inside its reasoning (finish_reason {finish_reason})"
+                        return finish(False, text, "truncated", detail)
                     reason = req.validate(text) if req.validate is not None else None
                     if reason:
                         if invalid_left > 0:
@@ -327,6 +355,10 @@ class JudgeEngine:
                     raise
                 except Exception as exc:
                     reason_code, retryable, retry_after = classify_error(exc)
+                    if reason_code == "model_not_found":
+                        raise self._models.gone(
+                            model, JudgeModelNotFound(req.role, model, ep.host, status_summary(exc))
+                        ) from None
                     detail = failure_detail(exc, self.endpoint)
                     health.failed(reason_code, detail)
                     if not retryable or tries >= ep.max_tries or health.down:

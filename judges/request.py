@@ -151,7 +151,8 @@ class JudgeResult:
     key: str
     model: str
     error: str | None = None  # rate_limited | server_error | timeout | connection | http_4xx | malformed_response
-    #                           | empty_answer | invalid_answer | client_error
+    #                           | empty_answer | invalid_answer | client_error | truncated (cut off inside
+    #                           its reasoning: `reasoning.cut_off`)
     detail: str | None = None
     cached: bool = False
     tries: int = 0

@@ -44,6 +44,12 @@ class Reply:
     completion_tokens: int | None = None
     #: the model id the response names (default: the requested model), like a server that serves a dated snapshot
     model: str | None = None
+    #: why the answer ended ("length": cut at max_tokens), as the choice's `finish_reason`
+    finish_reason: str = "stop"
+    #: reasoning in a field of its own (`message.reasoning_content`), as vLLM's and SGLang's reasoning parsers give it
+    reasoning: str | None = None
+    #: a "status" reply's error `code` (default: the status), e.g. "model_not_found"
+    code: str | None = None
 
 
 Responder = Callable[[dict[str, Any], int], Reply | str]
@@ -265,9 +271,11 @@ def _make_handler(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
                 completion_tokens = reply.completion_tokens
                 if completion_tokens is None:
                     completion_tokens = max(1, len(reply.text) // 4)
-                self._send_json(
-                    200, _completion(reply.model or body.get("model"), reply.text, prompt_tokens, completion_tokens)
-                )
+                answer = _completion(reply.model or body.get("model"), reply.text, prompt_tokens, completion_tokens)
+                answer["choices"][0]["finish_reason"] = reply.finish_reason
+                if reply.reasoning is not None:
+                    answer["choices"][0]["message"]["reasoning_content"] = reply.reasoning
+                self._send_json(200, answer)
                 return "answer"
             if reply.kind == "status":
                 headers = {}
@@ -275,7 +283,9 @@ def _make_handler(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
                     headers["Retry-After"] = f"{reply.retry_after:g}"
                 msg = reply.text or f"injected HTTP {reply.status}"
                 self._send_json(
-                    reply.status, {"error": {"message": msg, "type": "injected", "code": reply.status}}, headers
+                    reply.status,
+                    {"error": {"message": msg, "type": "injected", "code": reply.code or reply.status}},
+                    headers,
                 )
                 return f"http_{reply.status}"
             if reply.kind == "garbage":

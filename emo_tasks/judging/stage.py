@@ -19,7 +19,7 @@ style `<stamp>_results.json` (plus `emo_tasks_judge` provenance), `<stamp>_sampl
 benchmarks' judge logs and summaries under `emo_tasks_judge/` — the layout `emo-tasks report` and `compare` read.
 
 Exit codes: 0 done; 2 refused (the run and the data, prompts or task versions differ); 3 error (no run, no saved
-answers, bad settings).
+answers, bad settings, a judge model the endpoint does not know: stopped at its first request).
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from emo_tasks.judging.stage_types import (  # noqa: F401 - the stage's names, r
     TaskPlan,
 )
 from emo_tasks.results.layout import ANSWERS_SUFFIX, JUDGE_DIR, JUDGED_DIR, MARKER
+from judges.endpoint import JudgeModelNotFound
 
 
 # ------------------------------------------------------------------------------------------------ the run
@@ -468,6 +469,9 @@ def judge_run(
         return EXIT_REFUSED
     except StageError as exc:
         print(f"emo-tasks judge: {exc}", file=err)
+        return EXIT_ERROR
+    except JudgeModelNotFound as exc:  # a retired or unknown judge model: stopped at its first request
+        print(f"emo-tasks judge: stopped: {exc}", file=err)
         return EXIT_ERROR
     except Exception as exc:  # noqa: BLE001 - settings or data errors name their variable, file or row; any crash
         print(f"emo-tasks judge: {type(exc).__name__}: {_one_line(exc)}", file=err)  # is exit 3 in one line

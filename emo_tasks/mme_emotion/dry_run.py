@@ -16,7 +16,7 @@ from typing import Any
 from judges import JudgeEngine, JudgeRequest, JudgeResult
 from judges.media import VideoFramesPart, image_tokens
 
-from .judge import audio_request, judge_request, step_request
+from .judge import agent_answer, audio_request, judge_request, step_request
 from .parsers import parse_steps
 from .settings import MMESettings
 
@@ -246,7 +246,7 @@ def plan(items: Sequence[dict[str, Any]], settings: MMESettings, engine: JudgeEn
         keys = [r.cache_key() for r in audio_reqs]
         tokens = input_tokens(audio_reqs)
         agents.append(_agent("audio", model, audio_reqs, audio_hits, tokens, keys, AUDIO_ANSWER_TOKENS))
-        clues = [h.text if h is not None else None for h in audio_hits]
+        clues = [agent_answer(h.text) if h is not None else None for h in audio_hits]  # as the run reads them
 
     step_max = step_reqs[0].max_tokens if step_reqs else None
     answer_tokens = count_tokens(r["answer"] for r in items) if step_max is None else None
@@ -254,9 +254,10 @@ def plan(items: Sequence[dict[str, Any]], settings: MMESettings, engine: JudgeEn
     extra: list[int] = []
     exact: list[bool] = []
     for i, (record, hit) in enumerate(zip(items, step_hits, strict=True)):
-        if hit is not None and clues[i] is not None:
-            steps = parse_steps(hit.text).steps
-            req = judge_request(record, settings, step_text=hit.text or "", n_steps=len(steps), audio_clue=clues[i])
+        step_text = agent_answer(hit.text) if hit is not None else None  # after a reasoning agent's reasoning
+        if step_text is not None and clues[i] is not None:
+            steps = parse_steps(step_text).steps
+            req = judge_request(record, settings, step_text=step_text, n_steps=len(steps), audio_clue=clues[i])
             judge_reqs.append(req)
             extra.append(0)
             exact.append(True)

@@ -39,7 +39,7 @@ from judges.atomic import atomic_write_text
 
 from . import scoring
 from .data import DataError, benchmark_root, check_videos_exist, load_task_docs, probe_video
-from .judge import Judgement, TaskAnswers, judge, judged_identity
+from .judge import TRUNCATED, Judgement, TaskAnswers, judge, judged_identity
 from .protocol import model_prompt, prompt_hashes, spec_for
 from .remux import model_ready_path
 from .run_state import STATE, record_key
@@ -306,6 +306,8 @@ def _evaluate(records: list[dict[str, Any]], settings: MMESettings, args: Any) -
         "n_rule_differs": sum(j.rule_differs for j in judgements if j is not None and j.ok),
         "per_category": scoring.category_breakdown(samples, settings),
         "seconds": round(time.perf_counter() - started, 3),
+        # judge failures that are answers cut off inside an agent's reasoning (a reasoning judge out of tokens)
+        "n_judge_truncated": sum(j.failure_reason == TRUNCATED for j in judgements if j and not j.ok) if api else None,
     }  # fmt: skip
     if api:
         summary.update(judge_accounting(settings, stats))
@@ -445,6 +447,8 @@ def log_row(item: Mapping[str, Any], judgement: Judgement | None, result: Sample
         # the content identity of the video the judge saw (whole-file hash, memoised: hashed when judged), so a
         # reader can tell the file now at that path from the one judged (`view.judge_frames`); None unjudged
         "video_identity": judged_identity(item) if j else None,
+        # the whole answers of the agents that reasoned (`<think>…`), by stage; their answer parts are above
+        "raw_answers": dict(j.raw) if j else {},
     }
 
 
@@ -459,6 +463,14 @@ def _report(label: str, summary: dict[str, Any]) -> None:
         f"scored {m['n_scored']}/{summary['n_samples']}, judge failures {m['n_judge_failed']} "
         f"{summary['judge_failures'] or ''} (judge: {summary['judge_mode']})"
     )
+    if summary.get("n_judge_truncated"):
+        line = (
+            f"emo-tasks: {label}: {summary['n_judge_truncated']} answers of the judge agents were cut off inside "
+            "their reasoning (n_judge_truncated, counted as judge failures): give the judge more tokens "
+            "(docs/judges.md#reasoning-judges)"
+        )
+        logger.warning(line)
+        print(line, file=sys.stderr, flush=True)
 
 
 def _write_logs(

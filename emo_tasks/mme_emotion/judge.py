@@ -25,8 +25,10 @@ from judges import (
     JudgeRequest,
     Lane,
     VideoFramesPart,
+    answer_part,
     prepare_media,
     run_agents,
+    split_reasoning,
     text_message,
     user_message,
 )
@@ -54,6 +56,9 @@ class Judgement:
     step_text: str | None = None
     steps: list[str] = field(default_factory=list)
     judge_text: str | None = None
+    #: per stage (step_agent | audio_clue | judge), the whole answer of an agent that reasoned (`<think>…`), whose
+    #: answer part is `step_text` / `audio_clue` / `judge_text`; {} when no agent reasoned
+    raw: dict[str, str] = field(default_factory=dict)
     ratings: list[tuple[int, int]] = field(default_factory=list)
     failed_stage: str | None = None
     failure_reason: str | None = None
@@ -69,6 +74,30 @@ class Judgement:
 
     def fail(self, stage: str, reason: str | None, detail: str | None) -> None:
         self.failed_stage, self.failure_reason, self.failure_detail = stage, reason, detail
+
+
+#: The failure reason of an agent whose answer was cut off inside its reasoning (`judges.reasoning`), counted as
+#: `n_judge_truncated` apart from the other failures.
+TRUNCATED = "truncated"
+
+
+def agent_answer(text: str | None) -> str | None:
+    """What the next agent is given and the parsers read of an agent's answer: its part after the reasoning (the
+    text itself without a reasoning tag; None when cut off inside its reasoning).  One rule for the run and the dry
+    run, so both build the same judge requests."""
+    return answer_part(text)
+
+
+def _read(j: Judgement, stage: str, res: Any) -> str | None:
+    """The answer part of an agent's usable answer, keeping the whole answer in `j.raw` when it reasoned; None
+    (and `j` failed as truncated) when it was cut off inside its reasoning (a cached answer from before this rule
+    can be)."""
+    split = split_reasoning(res.text)
+    if split.reasoned:
+        j.raw[stage] = res.text
+    if split.answer is None:
+        j.fail(stage, TRUNCATED, "cut off inside its reasoning")
+    return split.answer
 
 
 def _judgement(record: dict[str, Any]) -> Judgement:
@@ -262,8 +291,10 @@ async def _judge_row(
     j.step_text = res.text
     if not res.ok:
         j.fail("step_agent", res.error, res.detail)
+        _keep_raw(j, "step_agent", res.text)
     else:
-        j.steps = list(parse_steps(res.text).steps)
+        j.step_text = _read(j, "step_agent", res)
+        j.steps = list(parse_steps(j.step_text).steps)
     # the video's identity and frames part (hashed, and handed to the render pool, by `prepare_media`)
     frames: VideoFramesPart = await asyncio.wrap_future(part)
     # 2. audio clues: the released file, or live from the clip's audio track
@@ -274,7 +305,7 @@ async def _judge_row(
             res = await lanes["audio"].ask(audio_request(record, settings))
             j.cached["audio_clue"] = res.cached
             if res.ok:
-                j.audio_clue = res.text
+                j.audio_clue = _read(j, "audio_clue", res)
             else:
                 j.fail("audio_clue", res.error, res.detail)
     # 3. the multimodal judge: frames (1 fps, first 10), audio clue, label(s), the step text
@@ -290,14 +321,30 @@ async def _judge_row(
     j.judge_text = res.text
     if not res.ok:
         j.fail("judge", res.error, res.detail)
+        _keep_raw(j, "judge", res.text)
         return j
-    parsed = parse_scores(res.text)
+    j.judge_text = _read(j, "judge", res)
+    if not j.ok:
+        return j
+    parsed = parse_scores(j.judge_text)
     if not parsed.ok:  # only reachable without a validator; kept for safety
-        j.fail("judge", f"score_{parsed.status.value}", (res.text or "")[:300])
+        j.fail("judge", f"score_{parsed.status.value}", (j.judge_text or "")[:300])
         return j
     j.ratings = [(r.numerator, r.denominator) for r in parsed.ratings]
-    j.rule_differs = per_task_rule_differs(res.text, spec_for(record["mme_task"]).last_step_rule)
+    j.rule_differs = per_task_rule_differs(j.judge_text, spec_for(record["mme_task"]).last_step_rule)
     return j
+
+
+def _keep_raw(j: Judgement, stage: str, text: str | None) -> None:
+    """A failed agent's answer as the log shows it: its answer part (None when cut off inside its reasoning), the
+    whole answer in `j.raw` when it reasoned."""
+    split = split_reasoning(text)
+    if split.reasoned and text is not None:
+        j.raw[stage] = text
+        if stage == "step_agent":
+            j.step_text = split.answer
+        elif stage == "judge":
+            j.judge_text = split.answer
 
 
 def _video_path(record: Mapping[str, Any]) -> str:

@@ -10,6 +10,10 @@ The score parser reproduces the official MME-Emotion `cal_metrics.py` exactly by
 A sample whose judge output has no block, or a block with no rating, is left out of every average (official);
 our result type says which of the two happened so callers can count them.  `lenient=True` is a named companion
 (multi-line blocks, spaces around `/`, any tag case) for diagnostics, never the default.
+
+A reasoning judge's or step agent's answer is read after its reasoning (`judges.reasoning.answer_part`): a block
+that stands only inside `<think>…</think>` is not an answer; an answer cut off inside its reasoning has no block.
+Text without a reasoning tag is read exactly as before (the official scripts see the same text).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from judges.reasoning import answer_part
 from judges.request import Validator
 
 
@@ -87,7 +92,7 @@ def parse_scores(text: str | None, *, lenient: bool = False) -> ScoreParse:
     Edge cases (official behaviour): no block -> NO_BLOCK; a block without any `: n/d` -> MALFORMED;
     several blocks -> the first is used (`n_blocks` tells how many there were); `2/3` -> 0.667; `1/0` -> 0.
     """
-    text = "" if text is None else str(text)
+    text = answer_part(None if text is None else str(text)) or ""
     n_blocks = len(_SCORE_ANY.findall(text))
     match = (_SCORE_LENIENT if lenient else _SCORE_OFFICIAL).search(text)
     if match is None:
@@ -105,7 +110,7 @@ def parse_steps(text: str | None) -> StepParse:
     The first `<step>` block is used (it may span lines).  Each step starts at a `Step N:` marker; text before
     the first marker is ignored.  No block -> NO_BLOCK; a block without any marker -> MALFORMED.
     """
-    text = "" if text is None else str(text)
+    text = answer_part(None if text is None else str(text)) or ""
     match = _STEP_BLOCK.search(text)
     if match is None:
         return StepParse(ParseStatus.NO_BLOCK)
@@ -154,6 +159,7 @@ def per_task_rule_differs(text: str | None, last_step_rule: str) -> bool:
     reads only `: d/1` ratings, reads this judge answer differently from the rule we (and the official FG-ER, ML-ER
     and Overall scripts) use, `:\\s*n/d`: e.g. `Step 1:1/1`, `1/2`, `Step 1: 10/1`.  Such a sample could make a
     per-task number differ from the per-task script's; it is counted (`n_rule_differs`), never hidden."""
+    text = answer_part(text)
     if last_step_rule != "binary" or not text:
         return False
     block = _SCORE_OFFICIAL.search(text)

@@ -39,6 +39,8 @@ from .registry import TITLES, log_values, logged_record, own_judge_log
 
 DETAILS = ("step_text", "judge_text", "audio_clue", "failed_stage", "failure_reason", "failure_detail",
            "predicted_labels", "n_steps")  # fmt: skip
+#: A reasoning agent's whole answer (the judge log's `raw_answers`, by stage) -> its detail's name.
+RAW_DETAILS = {"step_agent": "step_raw", "audio_clue": "audio_raw", "judge": "judge_raw"}
 #: Where the frames' JPEG files go when the caller names no folder: `<emo-tasks cache>/view_frames`.
 VIEW_FRAMES = "view_frames"
 _SAMPLING = f"one per {FRAME_INTERVAL_S:g} s, the first {MAX_FRAMES}"
@@ -56,8 +58,12 @@ FIELD_DOCS = {
     "(value = n/d): the last step is the prediction, rated on the correct label(s) (Rec); each other step 0 only "
     "when it clearly contradicts the video or audio, else 1 (their mean is Rea).",
     "steps_note": "Set when the judge gave another number of ratings than there are steps.",
-    "step_text": "The step agent's raw answer.",
-    "judge_text": "The judge's raw answer (its <score> block holds the ratings).",
+    "step_text": "The step agent's raw answer (a reasoning agent's: its part after the reasoning, what was parsed).",
+    "judge_text": "The judge's raw answer (its <score> block holds the ratings; a reasoning judge's: its part after "
+    "the reasoning, what was parsed).",
+    "step_raw": "A reasoning step agent's whole answer, its reasoning (<think>…</think>) included.",
+    "audio_raw": "A reasoning audio agent's whole answer, its reasoning included.",
+    "judge_raw": "A reasoning judge's whole answer, its reasoning (<think>…</think>) included.",
     "audio_clue": "What the audio agent heard in the clip; the judge gets it with the frames.",
     "failed_stage": "The agent that gave no usable answer: step_agent, audio_clue or judge.",
     "failure_reason": "Why that agent's answer could not be used.",
@@ -97,6 +103,8 @@ def view_samples(
         if note:
             details["steps_note"] = note
         details.update({k: r.get(k) for k in DETAILS})
+        raw = r.get("raw_answers") or {}
+        details.update({key: raw[stage] for stage, key in RAW_DETAILS.items() if raw.get(stage)})
         views.append(
             SampleView(
                 task=task,

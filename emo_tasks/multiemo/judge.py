@@ -34,6 +34,7 @@ from emo_tasks.results.layout import JUDGE_DIR, SUMMARY_SUFFIX
 from emo_tasks.settings import SettingsError, environ
 from judges import BatchStats, ImagePart, JudgeRequest, run_batch, user_message
 from judges.config import JudgeConfigError
+from judges.reasoning import answer_part
 
 from . import scoring
 from .baseline import json_safe
@@ -120,8 +121,9 @@ def _is_score(value: Any) -> bool:
 
 # ------------------------------------------------------------------------------------------------ requests
 def parse_final_score(text: str | None) -> float | None:
-    """The last "Final score: N" in the answer when 0 <= N <= 100, else None."""
-    matches = _FINAL_RE.findall(text or "")
+    """The last "Final score: N" in the answer when 0 <= N <= 100, else None.  A reasoning judge's answer is read
+    after its reasoning (`judges.reasoning.answer_part`); one cut off inside its reasoning has none."""
+    matches = _FINAL_RE.findall(answer_part(text) or "")
     if not matches:
         return None
     value = float(matches[-1])
@@ -130,7 +132,7 @@ def parse_final_score(text: str | None) -> float | None:
 
 def final_score_validator(text: str) -> str | None:
     """Engine validator: an answer without a usable final score is asked again, then counted as a failure."""
-    matches = _FINAL_RE.findall(text or "")
+    matches = _FINAL_RE.findall(answer_part(text) or "")
     if not matches:
         return "no 'Final score: <0-100>' line"
     if parse_final_score(text) is None:
@@ -139,7 +141,8 @@ def final_score_validator(text: str) -> str | None:
 
 
 def conclusion_of(text: str | None) -> str | None:
-    """The judge's conclusion (the text before its final score), as the judged row's reason."""
+    """The judge's conclusion (the text before its final score, after any reasoning), as the judged row's reason."""
+    text = answer_part(text)
     if not text:
         return None
     finals = list(_FINAL_RE.finditer(text))
@@ -262,6 +265,11 @@ def judge_rows(
     return rows, len(pairs), batch.stats
 
 
+def n_truncated(rows: Sequence[dict[str, Any]]) -> int:
+    """Judged rows whose judge answer was cut off inside its reasoning (counted among the judge failures too)."""
+    return sum(r["parse_status"] == "judge_failed" and r["judge_error"] == "truncated" for r in rows)
+
+
 def judged_images(evaluated: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]]) -> list[scoring.ImageResult]:
     """One ImageResult per image from its 8 judged rows (`judge_rows` order); `n_parse_failed`: its rows without a
     usable judged score."""
@@ -308,6 +316,7 @@ def run_judge_stage(
         n_models=len(predictions),
         n_items=n_items,
         n_judge_failed=sum(r["parse_status"] == "judge_failed" for r in rows),
+        n_judge_truncated=n_truncated(rows),
         n_no_candidates=sum(r["parse_status"] == "no_candidates" for r in rows),
         n_inputs_unparsed=sum(p.n_unparsed for p in predictions),
         judge_model=settings.judge_model,
@@ -406,11 +415,20 @@ def judge_run_predictions(
         "judge_model": settings.judge_model,
         "n_items": n_items,
         "n_judge_failed": sum(r["parse_status"] == "judge_failed" for r in rows),
+        "n_judge_truncated": n_truncated(rows),
         "n_no_candidates": sum(r["parse_status"] == "no_candidates" for r in rows),
         "n_inputs_unparsed": len(records) - len(predictions),
         "batch": stats.to_dict(),
     }
     atomic_write_text(folder / f"{prefix}_judged{SUMMARY_SUFFIX}", json.dumps(json_safe(summary), indent=2))
+    if summary["n_judge_truncated"]:
+        print(
+            f"emo-tasks: MultiEmo-Bench judge: {summary['n_judge_truncated']} of {n_items} judge answers were cut off "
+            "inside their reasoning (n_judge_truncated, counted as judge failures): give the judge more tokens "
+            "(docs/judges.md#reasoning-judges)",
+            file=sys.stderr,
+            flush=True,
+        )
     return metrics
 
 

@@ -263,6 +263,12 @@ def _load_run(path: Path, pick: str | None) -> Run:
                     "per-task script (it reads only `: d/1` ratings), so its per-task number could differ from "
                     "ours; the Overall script reads them as we do (n_rule_differs)"
                 )
+            if got.summary.get("n_judge_truncated"):
+                run.notes.append(
+                    f"{task}: {got.summary['n_judge_truncated']} answers of the judge agents were cut off inside "
+                    "their reasoning (n_judge_truncated; counted among the judge failures, not scored): give the "
+                    "reasoning judge more tokens and judge again (docs/judges.md#reasoning-judges)"
+                )
         run.notes.extend(got.notes)
         run.logged[task] = logged_rows(run.path, run.results_file, task)
         run.data_hashes[task] = hash_rows(run.logged[task])

@@ -24,6 +24,8 @@ Leaderboard JSON (`emo-tasks report --format json`), schema "emo-tasks/leaderboa
         "judge_failures": {task: {"<stage>:<reason>": count}},
         "n_rule_differs": {task: int | null},             # judged answers the official per-task script reads
                                                           # differently (`: d/1` only): its number could differ
+        "n_judge_truncated": {task: int | null},          # judge failures that are answers cut off inside a
+                                                          # reasoning judge's reasoning (docs/judges.md)
         "judge_api_models": {task: {role: {model id the API reported: answers}} | null},
         "judge_endpoint": {task: "host[:port]" | null},
         "alpha": {task: float | null},
@@ -366,6 +368,7 @@ def leaderboard(runs: Sequence[Run], resamples: int = 1000, seed: int = 0) -> di
                 "sample_counts": counts,
                 "judge_failures": _by_task(run, "judge_failures"),
                 "n_rule_differs": _by_task(run, "n_rule_differs"),
+                "n_judge_truncated": _by_task(run, "n_judge_truncated"),
                 "judge_api_models": _by_task(run, "api_models"),
                 "judge_endpoint": _by_task(run, "judge_endpoint"),
                 "alpha": _by_task(run, "alpha"),

@@ -69,23 +69,24 @@ def _summary(judgements: list[Any]) -> list[tuple]:
 
 
 def test_a_record_is_judged_while_others_are_still_at_the_step_agent(judged_env: dict[str, str]) -> None:
-    """3 records, 2 slots: the first record's judge request takes the slot the second step batch leaves free.
+    """4 records, 2 slots: the first record's judge request takes a slot while the last step request is still out.
     As batches (every step answer before any judge request) the first judge request starts only when the
-    last step request has ended."""
+    last step request has ended.  (Each model's first request goes alone, `judges.modelgate`: step 1 alone, steps
+    2-3, then judge 1 beside step 4.)"""
     from emo_tasks.mme_emotion.hooks import settings_for
     from emo_tasks.mme_emotion.judge import TaskAnswers, judge_tasks
 
     responder = TaggedJudge()
     with LoopbackServer(responder=responder, latency_s=LATENCY, expected_api_key=API_KEY) as srv:
         env = {**fast_env(srv.base_url), **judged_env, "EMO_JUDGE_CONCURRENCY": "2"}
-        items = _records("ER-Lab", "TAG-a", env) + _records("ER-Wild", "TAG-a", env)[:1]
+        items = _records("ER-Lab", "TAG-a", env) + _records("ER-Wild", "TAG-a", env)[:2]
         ((judgements, stats),) = judge_tasks([TaskAnswers(items, settings_for(items))], progress=False)
-    assert all(j.ok for j in judgements) and len(judgements) == 3
+    assert all(j.ok for j in judgements) and len(judgements) == 4
     steps = [s for s in responder.seen if s[0] == "step"]
     judges = [s for s in responder.seen if s[0] == "judge"]
-    assert len(steps) == len(judges) == 3
+    assert len(steps) == len(judges) == 4
     assert min(start for _, _, start, _ in judges) < max(end for _, _, _, end in steps) - LATENCY / 2
-    assert (stats["step"].requests, stats["step"].calls, stats["judge"].requests, stats["judge"].calls) == (3, 3, 3, 3)
+    assert (stats["step"].requests, stats["step"].calls, stats["judge"].requests, stats["judge"].calls) == (4, 4, 4, 4)
 
 
 def test_tasks_share_one_pipeline_with_the_numbers_of_one_batch_per_task(

@@ -108,11 +108,12 @@ def test_evaluate_offline_in_process_writes_the_judge_log(tmp_path: Path, monkey
 LOG_FIELDS = [
     "task", "row", "video_id", "label", "answer", "status", "failed_stage", "failure_reason", "failure_detail",
     "audio_clue", "step_text", "steps", "judge_text", "ratings", "recognition", "reasoning", "n_steps",
-    "strict_recognition", "predicted_labels", "cached", "video_identity",
+    "strict_recognition", "predicted_labels", "cached", "video_identity", "raw_answers",
 ]  # fmt: skip
 SUMMARY_KEYS = [
     "benchmark", "tasks", "data_source", "judge_mode", "judge_protocol", "audio_clues", "judge_models", "alpha",
     "prompt_hashes", "n_samples", "metrics", "judge_failures", "n_rule_differs", "per_category", "seconds",
+    "n_judge_truncated",
 ]  # fmt: skip
 
 
