@@ -183,10 +183,12 @@ def _calibration(
     carried: dict[tuple[str, str], Any] = {}
     for task, metric in calibrated.needs_shift(base, new, pairs):
         got = judge_change.carried(calibration, task, metric)
-        carried[(task, metric)] = (
-            got if not isinstance(got, str) else f"judges: {task} {metric} cannot be gated across the judge change: "
-            f"{got} (calibrate it, or leave it out with --metric)"
-        )
+        if isinstance(got, str):
+            got = (
+                f"judges: {task} {metric} cannot be gated across the judge change: {got} (calibrate it, or "
+                "leave it out with --metric)"
+            )
+        carried[(task, metric)] = got
     return calibration, carried, None
 
 

@@ -44,8 +44,8 @@ def run_identity(run: Run, tasks: Sequence[str], side: str) -> tuple[dict[str, A
                 seen.setdefault(_key(identity), (identity, []))[1].append(leaf)
     if len(seen) > 1:
         parts = [f"{', '.join(sorted(ts)[:3])}{' ...' if len(ts) > 3 else ''}: {_key(i)}" for i, ts in seen.values()]
-        return {}, (f"judges: the {side} run's tasks were judged by {len(seen)} different judges ({' | '.join(parts)}): "
-                    "one calibration carries one judge to one other")  # fmt: skip
+        return {}, (f"judges: the {side} run's tasks were judged by {len(seen)} different judges "
+                    f"({' | '.join(parts)}): one calibration carries one judge to one other")  # fmt: skip
     return (next(iter(seen.values()))[0] if seen else {}), None
 
 

@@ -102,7 +102,8 @@ def write_calibration(path: Path, reference: Path, candidate: Path, metrics: tup
     sides = {}
     for side, run in (("reference", ref), ("candidate", cand)):
         leaf = next(t for t in run.summaries if judge_identity(run.summaries[t]))
-        sides[side] = {"identity": (identity or {}).get(side) or judge_identity(run.summaries[leaf]), "runs": [str(run.path)]}
+        recorded = (identity or {}).get(side) or judge_identity(run.summaries[leaf])
+        sides[side] = {"identity": recorded, "runs": [str(run.path)]}
     doc = calibration_document(sides["reference"], sides["candidate"], shifts, tolerance={"default": 1.0},
                                rule="interchangeable within +-1", level=0.95, created="test")  # fmt: skip
     path.write_text(json.dumps(doc))
@@ -131,7 +132,8 @@ def test_the_same_answers_pass_across_the_judge_change_with_the_calibration(runs
     out = proc.stdout
     assert f"judge models: judge {REF}" not in out  # (the header names the judges as a list, below)
     assert f"base judged by step gpt-4.1-2025-04-14, judge {REF}, new by step gpt-4.1-2025-04-14, judge {CAND}" in out
-    assert f"gated across it with calibration {runs['calibration']}" in out and "rule: delta' = (new - base) - shift" in out
+    assert f"gated across it with calibration {runs['calibration']}" in out
+    assert "rule: delta' = (new - base) - shift" in out
     rows = {line.split()[1]: line.split() for line in out.splitlines() if line.startswith(f"{GROUP} ")}
     for metric in HEADLINES:  # NEW - BASE is exactly the calibrated shift: nothing left for the model
         assert rows[metric][4] == "+0.000" and rows[metric][-1] == "n.s.", rows[metric]
@@ -206,7 +208,8 @@ def test_plan_gate_across_the_judge_change_needs_more_rows(runs: dict, tmp_path:
     assert wrong.returncode == 2 and "the reference judge (the base run's) differs in judge_models" in wrong.stderr
     # a drop the calibration's CI alone hides cannot be planned for
     rec = _shift(runs["calibration"], "rec_s")
-    tiny = plan("--calibration", str(runs["calibration"]), "--detect", f"rec_s={(rec['ci_high'] - rec['ci_low']) / 4:g}")
+    hidden = (rec["ci_high"] - rec["ci_low"]) / 4
+    tiny = plan("--calibration", str(runs["calibration"]), "--detect", f"rec_s={hidden:g}")
     assert tiny.returncode == 2 and "rec_s" in tiny.stderr and "calibration" in tiny.stderr, tiny.stderr
 
 
