@@ -298,13 +298,15 @@ def main_plan_gate(args: argparse.Namespace) -> int:
     try:
         tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
         plan = plan_gate.plan_gate(args.base, detect, power=args.power, alpha=args.alpha, second_dir=args.second,
-                                   tasks=tasks, seed=args.seed, name=args.name, pick=args.pick)  # fmt: skip
+                                   tasks=tasks, seed=args.seed, name=args.name, pick=args.pick,
+                                   calibration=args.calibration)  # fmt: skip
     except plan_gate.PlanError as exc:
         print(f"emo-tasks plan-gate: {exc}", file=sys.stderr)
         return EXIT_NOT_COMPARABLE
     print(plan_gate.render(plan))
     path = plan_gate.write(plan, args.out)
-    print(f"\nwrote {path}: run lmms-eval with EMO_SUBSET={path}, then `emo-tasks compare {args.base} NEW_RUN`")
+    across = f" --calibration {args.calibration}" if args.calibration else ""
+    print(f"\nwrote {path}: run lmms-eval with EMO_SUBSET={path}, then `emo-tasks compare {args.base} NEW_RUN{across}`")
     if args.cost:
         try:
             prices, env = parse_prices(args.price), environ()

@@ -52,8 +52,9 @@ class Comparison(PairedResult):
 
         if self.sd_diff is None:
             return None
-        # the calibration's variance se^2 of the mean is n x se^2 per row (emo_tasks.gate.calibrated)
-        return detectable_drop(self.n, math.sqrt(self.sd_diff**2 + self.n * self.shift_se**2), self.step, power, alpha)
+        # across a judge change, the calibration's variance se^2 of the mean is n x se^2 per row (gate.calibrated)
+        sd = math.sqrt(self.sd_diff**2 + self.n * self.shift_se**2) if self.shift_se else self.sd_diff
+        return detectable_drop(self.n, sd, self.step, power, alpha)
 
     def power_for(self, drop: float, alpha: float = 0.05) -> float | None:
         """The probability this test flags a true drop of `drop` (`emo_tasks.gate.power.expected_power` over these `n`

@@ -65,12 +65,22 @@ def carries(calibration: Calibration, reference: Run, candidate: Run, tasks: Seq
     cand, problem = run_identity(candidate, tasks, names[1])
     if problem:
         return problem
-    why = calibration.mismatch(ref, cand)
+    return _named(calibration.mismatch(ref, cand), names)
+
+
+def reference_mismatch(calibration: Calibration, run: Run, tasks: Sequence[str], name: str = "base") -> str | None:
+    """Why `run`'s judge is not `calibration`'s reference (one line), None when it is: a gate planned from it
+    (`plan-gate --calibration`) compares candidate-judge runs with it."""
+    ref, problem = run_identity(run, tasks, name)
+    return problem or _named(calibration.mismatch(ref, calibration.candidate), (name, "new"))
+
+
+def _named(why: str | None, names: tuple[str, str]) -> str | None:
+    """`Calibration.mismatch`'s line with the runs named: "the reference judge (the base run's) differs in ..."."""
     if why is None:
         return None
-    sides = {"reference": f"the {names[0]} run", "candidate": f"the {names[1]} run"}
-    for side, name in sides.items():  # "the reference judge differs" -> "the reference judge (the base run's) ..."
-        why = why.replace(f"the {side} judge differs", f"the {side} judge ({name}'s) differs")
+    for side, name in zip(("reference", "candidate"), names, strict=True):
+        why = why.replace(f"the {side} judge differs", f"the {side} judge (the {name} run's) differs")
     return f"judges: --calibration {why}"
 
 
