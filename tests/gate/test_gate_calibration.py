@@ -241,3 +241,16 @@ def test_the_trend_is_drawn_across_the_judge_change_with_the_change_marked(runs:
     got = records[1]["metrics"][f"{GROUP}:rec_s"]
     assert got["shift"] == pytest.approx(rec["shift"]) and got["adjusted"] == pytest.approx(base_value, abs=0.01)
     assert png.stat().st_size > 0
+
+
+def test_an_unusable_calibration_file_is_one_line_naming_it(runs: dict, tmp_path: Path) -> None:
+    bad = tmp_path / "calibration.json"
+    bad.write_text(json.dumps({**json.loads(runs["calibration"].read_text()), "shifts": []}))
+    for command in (["compare", str(runs["base"]), str(runs["same"])],
+                    ["plan-gate", str(runs["base"]), "--detect", "60", "--out", str(tmp_path / "p.json")],
+                    ["report", str(runs["base"]), str(runs["same"]), "--trend", "given"]):  # fmt: skip
+        proc = run_emo(runs["env"], *command, "--calibration", str(bad), timeout=300)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, (command, proc.stderr)
+        assert f"--calibration: {bad}: no shifts" in proc.stderr, proc.stderr
+    alone = run_emo(runs["env"], "report", str(runs["base"]), "--calibration", str(runs["calibration"]))
+    assert alone.returncode == 2 and "--calibration draws a --trend" in alone.stderr, alone.stderr
