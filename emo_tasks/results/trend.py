@@ -33,7 +33,9 @@ prompts (task config, medium, prompt hashes), generation settings and judges.  A
 2, one line naming the two runs and what differs): a step between two judges or data versions is not the model's.
 With `--allow-mixed` the trend is drawn with a break at each change, a note saying what changed, and Δ measured
 from the first run after the last break.  Runs on different rows (a gate subset beside the full data) are not a
-change: they get a note (`rows_note`).
+change: they get a note (`rows_note`).  With `--calibration` (`carry`), a change of judges alone from the
+calibration's reference to its candidate is marked instead of refused: values after it are also shown adjusted by
+the calibrated shift and Δ is the adjusted value's (docs/ci.md#moving-a-baseline-to-a-new-judge).
 """
 
 from __future__ import annotations
