@@ -8,11 +8,13 @@
     emo-tasks view RUN_DIR... --out DIR [--run NAME_OR_PATH] [--force]
     emo-tasks report RUN_DIR... [--run NAME_OR_PATH] [--format md|csv|json] [--out FILE] [--plot FILE.png]
                      [--resamples N] [--seed S] [--trend [auto|checkpoint|date|given]] [--allow-mixed]
+                     [--calibration CALIBRATION.json]
     emo-tasks compare BASE_RUN NEW_RUN [--metric M ...] [--max-drop X] [--alpha 0.05] [--force]
                       [--base-run NAME_OR_PATH] [--new-run NAME_OR_PATH]
-                      [--max-failure-share 0.1] [--min-coverage 0.9] [--view DIR]
+                      [--max-failure-share 0.1] [--min-coverage 0.9] [--view DIR] [--calibration CALIBRATION.json]
     emo-tasks plan-gate BASE_RUN --detect D [--detect METRIC=D] [--power 0.8] [--alpha 0.05] [--second RUN]
-                        [--tasks T,...] [--seed S] [--cost [--price MODEL=IN/OUT]] --out SUBSET.json
+                        [--tasks T,...] [--seed S] [--cost [--price MODEL=IN/OUT]] [--calibration CALIBRATION.json]
+                        --out SUBSET.json
     emo-tasks agreement JUDGE_FILE HUMAN_FILE [--icc-form ICC(2,1)] [--format text|json]
     emo-tasks agreement RUN_A RUN_B [--icc-form ICC(2,1)] [--format text|json] [--resamples N] [--seed S]
 
@@ -51,6 +53,7 @@ from emo_tasks.results import reader
 
 _PICK = "a part of a results file's path (e.g. a date stamp) or the file"
 _RUN_DIR = "an lmms-eval --output_path folder or a results file"
+_CALIBRATION = "a calibration.json (written by `emo-tasks calibrate`)"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -136,6 +139,11 @@ def _parser() -> argparse.ArgumentParser:
                    "version, prompt, medium or generation setting) with a break and a note at each change, Δ "
                    "restarting there, instead of exit 2")  # fmt: skip
 
+    r.add_argument("--calibration", metavar="CALIBRATION.json", type=cliargs.existing(_CALIBRATION),
+                   help="with --trend: draw the trend across a judge change this calibration carries (the run before "
+                   "judged by its reference, the run after by its candidate), marked, values as judged and adjusted "
+                   "by the calibrated shift (docs/ci.md)")  # fmt: skip
+
     c = sub.add_parser("compare", help="paired regression test of NEW_RUN against BASE_RUN")
     c.add_argument("base", metavar="BASE_RUN", type=cliargs.existing(_RUN_DIR))
     c.add_argument("new", metavar="NEW_RUN", type=cliargs.existing(_RUN_DIR))
@@ -170,6 +178,10 @@ def _parser() -> argparse.ArgumentParser:
                    "run's samples of the task (default 0.9)")  # fmt: skip
     c.add_argument("--resamples", type=cliargs.resamples, default=1000)
     c.add_argument("--seed", type=cliargs.seed, default=0)
+    c.add_argument("--calibration", metavar="CALIBRATION.json", type=cliargs.existing(_CALIBRATION),
+                   help="gate NEW (judged by a candidate judge) against BASE (judged by the reference judge) across "
+                   "the judge change: the calibration's judges must be BASE's and NEW's (else exit 2); each metric's "
+                   "calibrated shift is taken out of NEW - BASE and its CI widens the test (docs/ci.md)")  # fmt: skip
     c.add_argument("--view", metavar="DIR", type=cliargs.out_folder("a folder for the site (new or empty)"),
                    help="also write `emo-tasks view`'s site over the two runs into DIR (new or empty), with the page "
                    "of the samples that flipped (#compare/r1/r2)")  # fmt: skip
@@ -208,6 +220,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="the subset's name (default from the drop and power)")  # fmt: skip
     g.add_argument("--run", dest="pick", metavar="NAME_OR_PATH", type=cliargs.text(_PICK),
                    help="which results of BASE_RUN (as report's --run)")  # fmt: skip
+    g.add_argument("--calibration", metavar="CALIBRATION.json", type=cliargs.existing(_CALIBRATION),
+                   help="plan a gate of candidate-judge runs against this reference-judge BASE_RUN: the calibration's "
+                   "CI adds to each metric's variance, so more rows are needed (docs/ci.md)")  # fmt: skip
     g.add_argument("--cost", action="store_true", help="also dry-run the judge over the full run and the subset")
     g.add_argument("--price", action="append", default=[], metavar="MODEL=IN/OUT", type=dryrun.price_arg,
                    help="USD per 1M input/output tokens, for --cost (repeatable)")  # fmt: skip

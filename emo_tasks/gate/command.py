@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from emo_tasks.cliargs import EXIT_BAD_ARGUMENT, EXIT_ERROR, EXIT_NOT_COMPARABLE, EXIT_PASS, EXIT_REGRESSION
-from emo_tasks.gate import compare
+from emo_tasks.gate import calibrated, compare
 from emo_tasks.results import comparable, reader, report
 
 
@@ -44,6 +44,15 @@ def main_compare(args: argparse.Namespace, write_view: Callable[[argparse.Namesp
     # the one rule `report --trend` uses too: data, prompts, medium, generation settings, judges, data hashes
     found = comparable.comparability(base, new, tasks)
     reasons = [d.line for d in found.setup]
+    carried: dict[tuple[str, str], Any] = {}
+    calibration = None
+    if args.calibration:  # a gate across a judge change (emo_tasks.gate.calibrated): judges may then differ
+        calibration, carried, problem = _calibration(args.calibration, base, new, pairs)
+        if problem is not None:
+            print(f"emo-tasks compare: {problem}", file=sys.stderr)
+            return EXIT_NOT_COMPARABLE
+        reasons = [d.line for d in found.setup if d.kind != "judges"]
+        reasons += [why for why in carried.values() if isinstance(why, str)]
     if not args.metric:
         reasons.extend(compare.one_sided_headlines(base, new))
     if not pairs and not reasons:
@@ -66,6 +75,8 @@ def main_compare(args: argparse.Namespace, write_view: Callable[[argparse.Namesp
         if isinstance(r, str):
             (reasons if r.startswith("data:") else skipped).append(r)
             continue
+        if not isinstance(carried.get((task, metric), ""), str):
+            r = calibrated.across(r, carried[(task, metric)])
         results.append(r)
         if r.coverage() < args.min_coverage:
             reasons.append(
@@ -94,6 +105,8 @@ def main_compare(args: argparse.Namespace, write_view: Callable[[argparse.Namesp
     for s in skipped:
         print(f"skipped: {s}", file=sys.stderr)
 
+    if calibration is not None:
+        print(*calibrated.header(calibration, base, new, _shared(base, new)), sep="\n")
     header = ["task", "metric", "base", "new", "delta", "95% CI", "p", "n paired (base/new)", "test", "verdict"]
     rows, failed = [], []
     for r in results:
@@ -128,6 +141,10 @@ def main_compare(args: argparse.Namespace, write_view: Callable[[argparse.Namesp
         f"\ndelta = new - base; lower-is-better metrics: "
         f"{', '.join(sorted(report.lower_is_better()))}; alpha {args.alpha}, max drop {args.max_drop}"
     )
+    gated = calibrated.lines(results)
+    if gated:
+        print(f"delta of a metric gated across the judge change = new - base - the calibrated shift ({len(gated)} "
+              f"metric(s), calibration {args.calibration}):", *gated, sep="\n")  # fmt: skip
     _print_failures(failures, out=sys.stdout)
     _print_power(new, results, args.alpha)
     from emo_tasks.common import remembering
@@ -141,6 +158,38 @@ def main_compare(args: argparse.Namespace, write_view: Callable[[argparse.Namesp
         print(f"emo-tasks compare: significant drop in {names}", file=sys.stderr)
         return EXIT_REGRESSION
     return viewed
+
+
+def _shared(base: reader.Run, new: reader.Run) -> list[str]:
+    """The emo-tasks tasks both runs have: whose judges a calibration must carry."""
+    return sorted(t for t in set(base.results) & set(new.results) if report.benchmark_of(t))
+
+
+def _calibration(
+    path: str, base: reader.Run, new: reader.Run, pairs: Sequence[tuple[str, str]]
+) -> tuple[Any, dict[tuple[str, str], Any], str | None]:
+    """(the calibration, {(task, metric) needing a shift: its `Carried`, or why it has none}, the refusal): the file
+    must be readable and carry BASE's judge (its reference) to NEW's (its candidate)."""
+    from emo_tasks.results import judge_change
+    from emo_tasks.results.calibration import CalibrationError, load_calibration
+
+    try:
+        calibration = load_calibration(path)
+    except CalibrationError as exc:
+        return None, {}, f"--calibration: {exc}"
+    why = judge_change.carries(calibration, base, new, _shared(base, new))
+    if why is not None:
+        return None, {}, why
+    carried: dict[tuple[str, str], Any] = {}
+    for task, metric in calibrated.needs_shift(base, new, pairs):
+        got = judge_change.carried(calibration, task, metric)
+        if isinstance(got, str):
+            got = (
+                f"judges: {task} {metric} cannot be gated across the judge change: {got} (calibrate it, or "
+                "leave it out with --metric)"
+            )
+        carried[(task, metric)] = got
+    return calibration, carried, None
 
 
 def _print_power(new: reader.Run, results: Sequence[compare.Comparison], alpha: float) -> None:
@@ -249,13 +298,15 @@ def main_plan_gate(args: argparse.Namespace) -> int:
     try:
         tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
         plan = plan_gate.plan_gate(args.base, detect, power=args.power, alpha=args.alpha, second_dir=args.second,
-                                   tasks=tasks, seed=args.seed, name=args.name, pick=args.pick)  # fmt: skip
+                                   tasks=tasks, seed=args.seed, name=args.name, pick=args.pick,
+                                   calibration=args.calibration)  # fmt: skip
     except plan_gate.PlanError as exc:
         print(f"emo-tasks plan-gate: {exc}", file=sys.stderr)
         return EXIT_NOT_COMPARABLE
     print(plan_gate.render(plan))
     path = plan_gate.write(plan, args.out)
-    print(f"\nwrote {path}: run lmms-eval with EMO_SUBSET={path}, then `emo-tasks compare {args.base} NEW_RUN`")
+    across = f" --calibration {args.calibration}" if args.calibration else ""
+    print(f"\nwrote {path}: run lmms-eval with EMO_SUBSET={path}, then `emo-tasks compare {args.base} NEW_RUN{across}`")
     if args.cost:
         try:
             prices, env = parse_prices(args.price), environ()

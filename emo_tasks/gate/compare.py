@@ -33,6 +33,11 @@ class Comparison(PairedResult):
     sd_diff: float | None = None  # the sd of the paired per-sample differences (None: fewer than 2)
     step: float = 0.0  # the mean size of a changed row (`emo_tasks.gate.power.PairedSpread.step`)
     on_subset: bool = False  # the new run ran on a subset: base/new are the means over its rows
+    #: across a judge change (`emo_tasks.gate.calibrated`): the calibration's shift and its standard error; delta,
+    #: low, high, p_value and drop are then the shifted test's, `judged` the test's as judged (delta, low, high, p)
+    shift: float | None = None
+    shift_se: float = 0.0
+    judged: tuple[float, float, float, float] | None = None
 
     def coverage(self) -> float:
         """The paired share of the smaller-covered run's samples; a subset run's: the share of its own samples
@@ -45,7 +50,11 @@ class Comparison(PairedResult):
         rules out.  None without a spread."""
         from emo_tasks.gate.power import detectable_drop
 
-        return None if self.sd_diff is None else detectable_drop(self.n, self.sd_diff, self.step, power, alpha)
+        if self.sd_diff is None:
+            return None
+        # across a judge change, the calibration's variance se^2 of the mean is n x se^2 per row (gate.calibrated)
+        sd = math.sqrt(self.sd_diff**2 + self.n * self.shift_se**2) if self.shift_se else self.sd_diff
+        return detectable_drop(self.n, sd, self.step, power, alpha)
 
     def power_for(self, drop: float, alpha: float = 0.05) -> float | None:
         """The probability this test flags a true drop of `drop` (`emo_tasks.gate.power.expected_power` over these `n`
@@ -55,7 +64,7 @@ class Comparison(PairedResult):
 
         if self.sd_diff is None or self.n < 1:
             return None
-        sd = math.sqrt(self.sd_diff**2 + self.step * abs(drop))
+        sd = math.sqrt(self.sd_diff**2 + self.step * abs(drop) + self.n * self.shift_se**2)
         return None if sd == 0 else expected_power(self.n, sd, drop, alpha)
 
 

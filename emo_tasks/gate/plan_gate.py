@@ -45,6 +45,7 @@ class MetricPlan:
     sd_drop: float  # sd of the paired differences under the drop
     needed: int  # rows the paired test needs
     expected_power: float = 0.0  # with the rows drawn
+    calibration_se: float = 0.0  # across a judge change: the calibrated shift's standard error (gate.calibrated)
 
 
 @dataclass
@@ -69,6 +70,7 @@ class GatePlan:
     seed: int
     draws: list[TaskDraw]
     unused: list[str] = field(default_factory=list)  # --detect METRIC=D naming no metric planned
+    calibration: dict[str, Any] | None = None  # --calibration: the file and the judges it carries the gate across
 
     def rows(self) -> dict[str, list[str]]:
         return {name: keys for d in self.draws for name, keys in d.keys.items()}
@@ -93,6 +95,7 @@ class GatePlan:
                 },
                 "rows": {d.task: d.rows for d in self.draws},
                 "population": {d.task: d.population for d in self.draws},
+                **({"calibration": self.calibration} if self.calibration else {}),
             },
         }
 
@@ -203,8 +206,10 @@ def plan_gate(
     name: str | None = None,
     pick: str | None = None,
     env: Mapping[str, str] | None = None,
+    calibration: str | Path | None = None,
 ) -> GatePlan:
-    """The plan (module docstring).  Raises PlanError (or ReportError for an unreadable run)."""
+    """The plan (module docstring).  Raises PlanError (or ReportError for an unreadable run).  `calibration`: plan
+    the gate of candidate-judge runs against this reference-judge base run (`emo_tasks.gate.calibrated`)."""
     from emo_tasks.settings import environ
 
     base = reader.load_run(base_dir, pick)
@@ -217,6 +222,7 @@ def plan_gate(
         heads = [t for t in heads if t in tasks]
     if not heads:
         raise PlanError(f"{base.results_file}: the base run has no emo-tasks task")
+    cal = _calibration(calibration, base, heads) if calibration else None
     load_env = {k: v for k, v in (environ() if env is None else env).items() if k != subset.ENV}
     load_env["EMO_JUDGE"] = "offline"  # the rows only: no judge is needed to list them
     draws = []
@@ -242,7 +248,13 @@ def plan_gate(
             except ValueError as exc:
                 raise PlanError(f"{task} {m.name}: {exc}") from None
             sd = spread.under_drop(d)
-            metrics.append(MetricPlan(task, m.name, d, spread, sd, gate_power.required_rows(sd, d, power, alpha)))
+            se = _calibration_se(cal, base, task, m.name)
+            try:
+                needed = gate_power.required_rows(sd, d, power, alpha, extra_se=se)
+            except ValueError as exc:  # the calibration's CI alone hides the drop
+                raise PlanError(f"{task} {m.name}: across the judge change calibrated by {calibration}: {exc}; "
+                                "ask for a larger drop, or calibrate on more rows") from None  # fmt: skip
+            metrics.append(MetricPlan(task, m.name, d, spread, sd, needed, calibration_se=se))
         if not metrics:
             raise PlanError(f"{task}: no headline metric to plan for: " + (
                 f"give a drop for one of {', '.join(unplanned)} (--detect METRIC=D, in its units)" if unplanned
@@ -254,7 +266,7 @@ def plan_gate(
         n = min(max(max(m.needed for m in metrics), len(leaves)), len(pooled))
         chosen = draw(pooled, n, seed, task, group_of=lambda stratum: stratum.split("/", 1)[0])
         for m in metrics:
-            m.expected_power = gate_power.expected_power(n, m.sd_drop, m.detect, alpha)
+            m.expected_power = gate_power.expected_power(n, m.sd_drop, m.detect, alpha, extra_se=m.calibration_se)
         keys = {}
         for leaf in leaves:
             name_of = base.configs[leaf]["dataset_name"]
@@ -264,8 +276,42 @@ def plan_gate(
     unused = sorted(k for k in detect if k is not None and k not in used)
     label = name or f"gate-p{power:g}-" + "-".join(f"{k or 'all'}{v:g}" for k, v in sorted(
         detect.items(), key=lambda kv: kv[0] or ""))  # fmt: skip
+    carried = None
+    if cal is not None:
+        carried = {"file": str(calibration), "reference": cal.reference, "candidate": cal.candidate,
+                   "se": {f"{m.task}:{m.metric}": m.calibration_se for d in draws for m in d.metrics
+                          if m.calibration_se}}  # fmt: skip
     return GatePlan(label, str(base.results_file), str(second.results_file) if second else None, power, alpha,
-                    seed, draws, unused)  # fmt: skip
+                    seed, draws, unused, carried)  # fmt: skip
+
+
+def _calibration(path: str | Path, base: reader.Run, tasks: Sequence[str]) -> Any:
+    """The calibration whose reference judge is the base run's (PlanError otherwise, one line naming the key)."""
+    from emo_tasks.results import judge_change
+    from emo_tasks.results.calibration import CalibrationError, load_calibration
+
+    try:
+        cal = load_calibration(path)
+    except CalibrationError as exc:
+        raise PlanError(f"--calibration: {exc}") from None
+    why = judge_change.reference_mismatch(cal, base, tasks)
+    if why:
+        raise PlanError(why)
+    return cal
+
+
+def _calibration_se(cal: Any, base: reader.Run, task: str, metric: str) -> float:
+    """The calibrated shift's standard error of a judged task's metric (0: no calibration, or a task scored
+    without a judge); PlanError for a metric the calibration does not cover."""
+    from emo_tasks.results import judge_change
+
+    if cal is None or not judge_change.task_identity(base, task):
+        return 0.0
+    got = judge_change.carried(cal, task, metric)
+    if isinstance(got, str):
+        raise PlanError(f"{task} {metric} cannot be planned across the judge change: {got} (calibrate it, or leave "
+                        "the task out with --tasks)")  # fmt: skip
+    return got.se
 
 
 def _why_no_values(base: reader.Run, task: str) -> str:
@@ -288,14 +334,20 @@ def render(plan: GatePlan) -> str:
               else "; no second run: spread from the independence assumption (conservative)")  # fmt: skip
     lines = [f"gate plan {plan.name!r}: power {plan.power:g} at alpha {plan.alpha:g}, seed {plan.seed}",
              f"base: {plan.base}{spread}"]  # fmt: skip
+    if plan.calibration:
+        lines.append(
+            f"across the judge change calibrated by {plan.calibration['file']}: each judged metric's "
+            "calibration se adds to the test's in quadrature: rows = z^2 sd^2 / (drop^2 - (z se)^2)"
+        )
     header = ("task", "metric", "drop", "spread", "sd under drop", "rows needed", "rows drawn", "of", "share",
-              "expected power")  # fmt: skip
+              "expected power") + (("calibration se",) if plan.calibration else ())  # fmt: skip
     table = []
     for d in plan.draws:
         for m in d.metrics:
+            se = (f"{m.calibration_se:.4g}" if m.calibration_se else "-",) if plan.calibration else ()
             table.append((d.task, m.metric, f"{m.detect:g}", f"{m.spread.sd:.4g} ({m.spread.source})",
                           f"{m.sd_drop:.4g}", str(m.needed), str(d.rows), str(d.population),
-                          f"{d.rows / d.population:.1%}", f"{m.expected_power:.3f}"))  # fmt: skip
+                          f"{d.rows / d.population:.1%}", f"{m.expected_power:.3f}", *se))  # fmt: skip
     widths = [max(len(h), *(len(r[i]) for r in table)) for i, h in enumerate(header)]
     lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip())
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table]

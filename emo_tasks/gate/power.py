@@ -44,23 +44,36 @@ def _check(detect: float, power: float, alpha: float) -> None:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
 
 
-def required_rows(sd_diff: float, detect: float, power: float = 0.8, alpha: float = 0.05) -> int:
+def required_rows(sd_diff: float, detect: float, power: float = 0.8, alpha: float = 0.05, extra_se: float = 0.0) -> int:
     """Rows for the gate's two-sided paired test at level `alpha` to flag a mean drop of `detect` (the metric's
-    units) with probability `power`, the per-row paired differences having sd `sd_diff` (at least 1)."""
+    units) with probability `power`, the per-row paired differences having sd `sd_diff` (at least 1).
+
+    `extra_se`: a standard error the rows do not shrink, added in quadrature (a gate across a judge change: the
+    calibrated shift's, `emo_tasks.gate.calibrated`): detect = z sqrt(sd^2 / n + se^2), so n = z^2 sd^2 / (detect^2
+    - z^2 se^2); ValueError when detect <= z se (no number of rows catches it)."""
     _check(detect, power, alpha)
     if sd_diff < 0 or math.isnan(sd_diff):
         raise ValueError(f"sd of the paired differences must be >= 0, got {sd_diff}")
     z = _Z.inv_cdf(1 - alpha / 2) + _Z.inv_cdf(power)
-    return max(1, math.ceil((z * sd_diff / detect) ** 2 - 1e-9))
+    if not extra_se:  # the plain gate, computed as it always was
+        return max(1, math.ceil((z * sd_diff / detect) ** 2 - 1e-9))
+    room = detect**2 - (z * extra_se) ** 2
+    if room <= 0:
+        raise ValueError(f"a drop of {detect:g} is within z x the fixed standard error {extra_se:.4g}: no number of "
+                         f"rows catches it with power {power:g} (the smallest is {z * extra_se:.3g})")  # fmt: skip
+    return max(1, math.ceil(z**2 * sd_diff**2 / room - 1e-9))
 
 
-def expected_power(n: int, sd_diff: float, detect: float, alpha: float = 0.05) -> float:
-    """The gate's probability of flagging a true drop of `detect` with `n` rows (the approximation above)."""
+def expected_power(n: int, sd_diff: float, detect: float, alpha: float = 0.05, extra_se: float = 0.0) -> float:
+    """The gate's probability of flagging a true drop of `detect` with `n` rows (the approximation above; `extra_se`
+    as in `required_rows`)."""
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    if sd_diff == 0:
-        return 1.0
-    return _Z.cdf(detect * math.sqrt(n) / sd_diff - _Z.inv_cdf(1 - alpha / 2))
+    if not extra_se:  # the plain gate, computed as it always was
+        if sd_diff == 0:
+            return 1.0
+        return _Z.cdf(detect * math.sqrt(n) / sd_diff - _Z.inv_cdf(1 - alpha / 2))
+    return _Z.cdf(detect / math.sqrt(sd_diff**2 / n + extra_se**2) - _Z.inv_cdf(1 - alpha / 2))
 
 
 def detectable_drop(n: int, sd_diff: float, step: float = 0.0, power: float = 0.8, alpha: float = 0.05) -> float:

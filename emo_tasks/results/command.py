@@ -30,23 +30,41 @@ def main_report(args: argparse.Namespace) -> int:
     if args.trend and args.format == "csv":
         print("emo-tasks report: --trend is not available with --format csv (use md or json)", file=sys.stderr)
         return EXIT_NOT_COMPARABLE
+    calibration = None
+    if getattr(args, "calibration", None):
+        if not args.trend:
+            print("emo-tasks report: --calibration draws a --trend across a judge change; give --trend",
+                  file=sys.stderr)  # fmt: skip
+            return EXIT_NOT_COMPARABLE
+        from emo_tasks.results.calibration import CalibrationError, load_calibration
+
+        try:
+            calibration = load_calibration(args.calibration)
+        except CalibrationError as exc:
+            print(f"emo-tasks report: --calibration: {exc}", file=sys.stderr)
+            return EXIT_NOT_COMPARABLE
     runs = [reader.load_run(p, args.pick) for p in args.runs]
     reader.label_runs(runs)
     if args.trend:
         from emo_tasks.results import trend
 
         ordering = trend.order_runs(runs, args.trend)
-        changes, notes = trend.check_comparable(ordering, args.allow_mixed)  # compare's rule: refused, or a break
+        # compare's rule: refused, or a break; a judge change the calibration carries is marked instead
+        changes, notes = trend.check_comparable(ordering, args.allow_mixed, calibration)
         runs = ordering.runs
         print(f"emo-tasks report: trend order: {ordering.why}", file=sys.stderr)
         for i, run in enumerate(runs):
             print(f"emo-tasks report: trend {ordering.how} {trend.key_text(ordering, i)}: {run.label}", file=sys.stderr)
-        for k, change in enumerate(changes, 1):
+        for k, change in enumerate([c for c in changes if c.is_break], 1):
             print(f"emo-tasks report: trend break {k} (--allow-mixed) before {trend.run_text(ordering, change.index)}: "
                   f"{change.summary()}", file=sys.stderr)  # fmt: skip
+        for change in (c for c in changes if not c.is_break):
+            print(f"emo-tasks report: trend judge change before {trend.run_text(ordering, change.index)}, carried by "
+                  f"{args.calibration}: {change.summary()}", file=sys.stderr)  # fmt: skip
         for note in notes:
             print(f"emo-tasks report: trend note: {note}", file=sys.stderr)
-        series = trend.trend_rows(runs, args.resamples, args.seed, [c.index for c in changes])
+        series = trend.trend_rows(runs, args.resamples, args.seed, [c.index for c in changes if c.is_break],
+                                  [c for c in changes if not c.is_break])  # fmt: skip
     for run in runs:
         print(f"emo-tasks report: {run.label}: {reader.describe(run)}", file=sys.stderr)
     if args.format == "md":

@@ -33,7 +33,9 @@ prompts (task config, medium, prompt hashes), generation settings and judges.  A
 2, one line naming the two runs and what differs): a step between two judges or data versions is not the model's.
 With `--allow-mixed` the trend is drawn with a break at each change, a note saying what changed, and Δ measured
 from the first run after the last break.  Runs on different rows (a gate subset beside the full data) are not a
-change: they get a note (`rows_note`).
+change: they get a note (`rows_note`).  With `--calibration` (`carry`), a change of judges alone from the
+calibration's reference to its candidate is marked instead of refused: values after it are also shown adjusted by
+the calibrated shift and Δ is the adjusted value's (docs/ci.md#moving-a-baseline-to-a-new-judge).
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ from typing import Any
 from emo_tasks.benchmarks import Benchmark, all_benchmarks, benchmark_of
 from emo_tasks.common import file_stamp
 from emo_tasks.metrics import Metric
-from emo_tasks.results import comparable, reader, report
+from emo_tasks.results import comparable, judge_change, reader, report
+from emo_tasks.results.calibration import Calibration
 
 ORDERS = ("auto", "checkpoint", "date", "given")
 
@@ -157,6 +160,12 @@ class Change:
 
     index: int
     differences: list[comparable.Difference]
+    #: a judge change this calibration carries (`carry`): marked, not a break; values after it adjusted by its shift
+    calibration: Calibration | None = None
+
+    @property
+    def is_break(self) -> bool:
+        return self.calibration is None
 
     def summary(self) -> str:
         """What differs, once per thing (`comparable.summarize`), "; "-joined."""
@@ -186,11 +195,38 @@ def find_changes(ordering: Ordering) -> tuple[list[Change], list[str]]:
     return changes, notes
 
 
-def check_comparable(ordering: Ordering, allow_mixed: bool = False) -> tuple[list[Change], list[str]]:
-    """`find_changes`; a change without `allow_mixed` raises TrendError, one line naming the runs and what differs."""
+def carry(ordering: Ordering, changes: Sequence[Change], calibration: Calibration) -> list[Change]:
+    """`changes` with each change of judges alone that `calibration` carries (the earlier run judged by its
+    reference, the later by its candidate: `judge_change.carries`) marked as carried, not a break; a change of
+    judges it does not carry keeps its differences plus the line saying why."""
+    out = []
+    for c in changes:
+        if not any(d.kind == "judges" for d in c.differences):
+            out.append(c)
+            continue
+        earlier, later = ordering.runs[c.index - 1], ordering.runs[c.index]
+        shared = sorted(t for t in set(earlier.results) & set(later.results) if benchmark_of(t))
+        why = judge_change.carries(calibration, earlier, later, shared, names=("earlier", "later"))
+        if why is None and all(d.kind == "judges" for d in c.differences):
+            out.append(Change(c.index, c.differences, calibration))
+        elif why is None:
+            out.append(c)
+        else:
+            out.append(Change(c.index, [*c.differences, comparable.Difference("judges", why, why.split(": ", 1)[1])]))
+    return out
+
+
+def check_comparable(
+    ordering: Ordering, allow_mixed: bool = False, calibration: Calibration | None = None
+) -> tuple[list[Change], list[str]]:
+    """`find_changes` (with `calibration`, judge changes it carries marked: `carry`); a change that is a break
+    without `allow_mixed` raises TrendError, one line naming the runs and what differs."""
     changes, notes = find_changes(ordering)
-    if changes and not allow_mixed:
-        parts = [f"{run_text(ordering, c.index - 1)} -> {run_text(ordering, c.index)}: {c.summary()}" for c in changes]
+    if calibration is not None:
+        changes = carry(ordering, changes, calibration)
+    breaks = [c for c in changes if c.is_break]
+    if breaks and not allow_mixed:
+        parts = [f"{run_text(ordering, c.index - 1)} -> {run_text(ordering, c.index)}: {c.summary()}" for c in breaks]
         raise TrendError(
             "--trend: the runs are not comparable (as `emo-tasks compare` would say): "
             + " | ".join(parts)
@@ -206,6 +242,12 @@ class Point:
 
     cell: report.Cell
     delta: float | None
+    #: after a judge change carried by a calibration: the calibrated shift, and the value adjusted by it (value -
+    #: shift, on the reference judge's scale; its CI widened by the calibration's in quadrature); `shift` None and
+    #: `uncalibrated` True when the calibration has no shift for the metric (Δ then restarts at the change)
+    shift: float | None = None
+    adjusted: report.Cell | None = None
+    uncalibrated: bool = False
 
 
 @dataclass
@@ -232,11 +274,14 @@ def trend_tasks(runs: Sequence[reader.Run]) -> list[str]:
 
 
 def trend_rows(
-    runs: Sequence[reader.Run], resamples: int = 1000, seed: int = 0, breaks: Sequence[int] = ()
-) -> list[Series]:
+    runs: Sequence[reader.Run], resamples: int = 1000, seed: int = 0, breaks: Sequence[int] = (),
+    crossings: Sequence[Change] = (),
+) -> list[Series]:  # fmt: skip
     """Every headline metric of `trend_tasks` over the runs (already in trend order), benchmarks in report order:
     value with bootstrap CI (`report.cell`) and Δ to the first run; with `breaks` (the indices of runs not
-    comparable with the one before, `Change.index`), to the first run since the last break."""
+    comparable with the one before, `Change.index`), to the first run since the last break.  `crossings`: judge
+    changes a calibration carries (`carry`): after one, a judged task's value is also shown adjusted by the
+    calibrated shift, and Δ is the adjusted value's (a metric without a shift: Δ restarts there)."""
     order = {b.key: i for i, b in enumerate(all_benchmarks())}
     tasks = sorted(trend_tasks(runs), key=lambda t: (order[benchmark_of(t).key], t))  # type: ignore[union-attr]
     out = []
@@ -246,12 +291,48 @@ def trend_rows(
         for metric in bench.table.headline:
             cells = [report.cell(r, task, metric.name, resamples, seed) if task in r.results else report.Cell(None)
                      for r in runs]  # fmt: skip
+            shifts = _shifts(runs, task, metric.name, breaks, crossings)
+            restarts = [c.index for c in crossings if isinstance(shifts.get(c.index), str)]
             points = []
             for i, c in enumerate(cells):
-                first = cells[max([0, *(b for b in breaks if b <= i)])].value
-                points.append(Point(c, None if c.value is None or first is None else c.value - first))
+                first = cells[max([0, *(b for b in [*breaks, *restarts] if b <= i)])].value
+                carried = next((v for k, v in sorted(shifts.items(), reverse=True) if k <= i), None)
+                if isinstance(carried, judge_change.Carried):
+                    adjusted = _adjusted(c, carried)
+                    delta = None if adjusted.value is None or first is None else adjusted.value - first
+                    points.append(Point(c, delta, carried.shift.shift, adjusted))
+                else:
+                    point = Point(c, None if c.value is None or first is None else c.value - first)
+                    point.uncalibrated = isinstance(carried, str)
+                    points.append(point)
             out.append(Series(bench, task, metric, points))
     return out
+
+
+def _shifts(
+    runs: Sequence[reader.Run], task: str, metric: str, breaks: Sequence[int], crossings: Sequence[Change]
+) -> dict[int, judge_change.Carried | str | None]:
+    """{run index: the calibrated shift in force from it on (its `Carried`, or why there is none), None from a
+    break on}: a crossing changes a task's numbers only when the task's judge changed there."""
+    out: dict[int, judge_change.Carried | str | None] = {b: None for b in breaks}
+    for c in crossings:
+        if c.calibration is not None and judge_change.changed(runs[c.index - 1], runs[c.index], task):
+            out[c.index] = judge_change.carried(c.calibration, task, metric)
+    return out
+
+
+def _adjusted(cell: report.Cell, carried: judge_change.Carried) -> report.Cell:
+    """A candidate-judged value on the reference judge's scale: value - shift, each side of its 95 % CI widened by
+    the calibration's (at 95 %) in quadrature."""
+    if cell.value is None:
+        return report.Cell(None)
+    value = cell.value - carried.shift.shift
+    extra = carried.se * judge_change.z_of(0.95)
+    if cell.ci_low is None or cell.ci_high is None:
+        return report.Cell(value, value - extra, value + extra, cell.n)
+    low = value - (max(cell.value - cell.ci_low, 0.0) ** 2 + extra**2) ** 0.5
+    high = value + (max(cell.ci_high - cell.value, 0.0) ** 2 + extra**2) ** 0.5
+    return report.Cell(value, low, high, cell.n)
 
 
 # ------------------------------------------------------------------------------------------------ output
@@ -283,9 +364,25 @@ def rows_note(runs: Sequence[reader.Run]) -> str | None:
     )
 
 
+def crossings_note(ordering: Ordering, changes: Sequence[Change]) -> list[str]:
+    """The Markdown note of a trend across judge changes a calibration carries (--calibration): where, which
+    judges, and how the values after it read."""
+    out = []
+    for c in changes:
+        if c.calibration is None:
+            continue
+        out.append(f"**Judge change (--calibration {c.calibration.path}):** before {run_text(ordering, c.index)}, "
+                   f"{c.summary()}. The calibration carries it: values after it are shown as judged, and adjusted "
+                   "(value − the calibrated shift: on the reference judge's scale, its 95 % CI widened by the "
+                   "calibration's in quadrature); Δ after it is the adjusted value's. A metric the calibration does "
+                   "not cover has no adjusted value and its Δ restarts there.".replace("|", "/"))  # fmt: skip
+    return [*out, ""] if out else []
+
+
 def changes_note(ordering: Ordering, changes: Sequence[Change]) -> list[str]:
     """The Markdown note of a trend drawn across changes (--allow-mixed): each break, before which run, and what
-    changed."""
+    changed.  (Judge changes a calibration carries are not breaks: `crossings_note`.)"""
+    changes = [c for c in changes if c.is_break]
     if not changes:
         return []
     out = [f"**Not comparable (--allow-mixed):** the trend breaks {len(changes)} time(s), where a run is not "
@@ -298,33 +395,49 @@ def changes_note(ordering: Ordering, changes: Sequence[Change]) -> list[str]:
     return [*out, ""]
 
 
+def _crosses(series: Series, change: Change) -> bool:
+    """The series' task changed judge at a carried judge change (its point there is adjusted, or has no shift)."""
+    p = series.points[change.index]
+    return p.adjusted is not None or p.uncalibrated
+
+
 def render_trend_markdown(ordering: Ordering, series: Sequence[Series], changes: Sequence[Change] = ()) -> str:
     """The report's "Trend" section: one table per headline metric, one row per run in trend order; a break row
     before each run not comparable with the one above (`changes`, --allow-mixed)."""
     column = {"checkpoint": "Checkpoint", "date": "Date", "given": "#"}[ordering.how]
-    first = "the first run's value since the last break" if changes else "the first run's value"
+    breaks = [c for c in changes if c.is_break]
+    first = "the first run's value since the last break" if breaks else "the first run's value"
     out = ["## Trend", "", f"Runs ordered by {ordering.why}. Δ: value − {first}, in the metric's units."]
     out.append("")
     out += changes_note(ordering, changes)
+    out += crossings_note(ordering, changes)
     note = rows_note(ordering.runs)
     if note:
         out += [note, ""]
-    break_at = {c.index: k for k, c in enumerate(changes, 1)}
+    break_at = {c.index: k for k, c in enumerate(breaks, 1)}
     if not series:
         out += ["No headline metric of an emo-tasks benchmark in these runs.", ""]
     for s in series:
         direction = "" if s.metric.higher_is_better else " (lower is better)"
         out += [f"### {s.bench.title} — {s.metric.display} ({s.task}){direction}", ""]
-        out += [f"| {column} | Run | Value [95 % CI] | Δ vs first | n |", "|---|---|---|---|---|"]
+        crossed = {c.index for c in changes if not c.is_break and _crosses(s, c)}
+        adjusted = " Adjusted for the judge change [95 % CI] |" if crossed else ""
+        out += [f"| {column} | Run | Value [95 % CI] |{adjusted} Δ vs first | n |",
+                "|---|---|---|" + ("---|" if crossed else "") + "---|---|"]  # fmt: skip
+        blank = "| | | |" + (" |" if crossed else "")
         for i, (run, p) in enumerate(zip(ordering.runs, s.points, strict=True)):
             if i in break_at:
                 out.append(f"| — | **break {break_at[i]}**: not comparable with the run above (see the note); Δ "
-                           "restarts | | | |")  # fmt: skip
+                           f"restarts {blank}")  # fmt: skip
+            if i in crossed:
+                out.append(f"| — | **judge change** (calibrated, see the note): values below as judged and adjusted "
+                           f"{blank}")  # fmt: skip
             n = "n/a" if p.cell.n is None else str(p.cell.n)
-            out.append(
-                f"| {key_text(ordering, i)} | {run.label.replace('|', '/')} | {p.cell.text(s.metric.digits)} "
-                f"| {_signed(p.delta, s.metric.digits)} | {n} |"
-            )
+            cells = [key_text(ordering, i), run.label.replace("|", "/"), p.cell.text(s.metric.digits)]
+            if crossed:
+                cells.append(p.adjusted.text(s.metric.digits) if p.adjusted is not None
+                             else "n/a (not calibrated: Δ restarts)" if p.uncalibrated else "—")  # fmt: skip
+            out.append("| " + " | ".join([*cells, _signed(p.delta, s.metric.digits), n]) + " |")
         out.append("")
     return "\n".join(out)
 
@@ -333,7 +446,8 @@ def trend_json(ordering: Ordering, series: Sequence[Series], changes: Sequence[C
     """The leaderboard JSON's `trend`: one record per run in trend order, with `task:metric` -> value, CI, n, Δ;
     `segment` (0, then +1 at each break) and `break` (null, or what differs from the run before: --allow-mixed)."""
     records = []
-    by_index = {c.index: c for c in changes}
+    by_index = {c.index: c for c in changes if c.is_break}
+    crossed = {c.index: c for c in changes if not c.is_break}
     segment = 0
     for i, run in enumerate(ordering.runs):
         change = by_index.get(i)
@@ -343,12 +457,23 @@ def trend_json(ordering: Ordering, series: Sequence[Series], changes: Sequence[C
             p = s.points[i]
             metrics[s.name] = {"value": p.cell.value, "ci_low": p.cell.ci_low, "ci_high": p.cell.ci_high,
                                "n": p.cell.n, "delta": p.delta}  # fmt: skip
-        records.append(
-            {"label": run.label, "run_dir": str(run.path), "order": ordering.how, "key": ordering.keys[i],
-             "segment": segment,
-             "break": None if change is None else {"differences": comparable.summarize(change.differences, limit=100)},
-             "metrics": metrics}
-        )  # fmt: skip
+            if p.adjusted is not None:
+                metrics[s.name].update(shift=p.shift, adjusted=p.adjusted.value, adjusted_ci_low=p.adjusted.ci_low,
+                                       adjusted_ci_high=p.adjusted.ci_high)  # fmt: skip
+            elif p.uncalibrated:
+                metrics[s.name].update(shift=None, adjusted=None)
+        record = {"label": run.label, "run_dir": str(run.path), "order": ordering.how, "key": ordering.keys[i],
+                  "segment": segment,
+                  "break": None if change is None else {"differences": comparable.summarize(change.differences,
+                                                                                           limit=100)},
+                  "metrics": metrics}  # fmt: skip
+        if crossed:
+            c = crossed.get(i)
+            record["judge_change"] = None if c is None or c.calibration is None else {
+                "calibration": str(c.calibration.path), "reference": c.calibration.reference,
+                "candidate": c.calibration.candidate,
+                "differences": comparable.summarize(c.differences, limit=100)}  # fmt: skip
+        records.append(record)
     return records
 
 
@@ -369,7 +494,11 @@ def trend_figure(ordering: Ordering, series: Sequence[Series], changes: Sequence
 
     ncols = max(1, min(4, len(series)))
     nrows = max(1, -(-len(series) // ncols))
+    crossings = [c for c in changes if not c.is_break]
+    changes = [c for c in changes if c.is_break]
     foot = [f"break {k} (before {run_text(ordering, c.index)}): {c.summary()}" for k, c in enumerate(changes, 1)]
+    foot += [f"judge change (before {run_text(ordering, c.index)}), carried by {c.calibration.path}: "  # type: ignore[union-attr]
+             f"{c.summary()}" for c in crossings]  # fmt: skip
     height = 3.4 * nrows + 0.6 + 0.22 * len(foot)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, height), squeeze=False)
     by_checkpoint = ordering.how == "checkpoint"
@@ -378,9 +507,11 @@ def trend_figure(ordering: Ordering, series: Sequence[Series], changes: Sequence
         ticks = [str(k) for k in ordering.keys]
     else:
         ticks = [_tick(i, r.label) for i, r in enumerate(ordering.runs, 1)]
-    starts = [0, *(c.index for c in changes), len(ordering.runs)]
-    segments = [slice(a, b) for a, b in zip(starts, starts[1:], strict=False)]
     for ax, s in zip(axes.flat, series, strict=False):
+        # the value line breaks at each break, and at each judge change of this series' task (its judges differ)
+        judged = [c for c in crossings if _crosses(s, c)]
+        starts = [0, *sorted(c.index for c in [*changes, *judged]), len(ordering.runs)]
+        segments = [slice(a, b) for a, b in zip(starts, starts[1:], strict=False)]
         nan = float("nan")
         y = np.array([nan if p.cell.value is None else p.cell.value for p in s.points])
         low = np.array([nan if p.cell.ci_low is None else p.cell.ci_low for p in s.points])
@@ -397,6 +528,20 @@ def trend_figure(ordering: Ordering, series: Sequence[Series], changes: Sequence
             ax.axvline(at, color="tab:red", linestyle="--", linewidth=1)
             ax.annotate(f"break {k}", (at, 0.98), xycoords=("data", "axes fraction"), ha="center", va="top",
                         fontsize=7, color="tab:red")  # fmt: skip
+        for k, c in enumerate(judged):  # the adjusted values, joined to the last value before the change
+            at = (x[c.index - 1] + x[c.index]) / 2
+            ax.axvline(at, color="tab:purple", linestyle=":", linewidth=1.2)
+            ax.annotate("judge change", (at, 0.98), xycoords=("data", "axes fraction"), ha="center", va="top",
+                        fontsize=7, color="tab:purple")  # fmt: skip
+            stop = min([b for b in starts if b > c.index] or [len(ordering.runs)])
+            adj = [(x[c.index - 1], y[c.index - 1])] + [
+                (x[i], s.points[i].adjusted.value)
+                for i in range(c.index, stop)  # type: ignore[union-attr]
+                if s.points[i].adjusted is not None and s.points[i].adjusted.value is not None
+            ]  # type: ignore[union-attr]
+            if len(adj) > 1:
+                ax.plot([a for a, _ in adj], [b for _, b in adj], marker="s", fillstyle="none", linestyle="--",
+                        color="tab:orange", label="adjusted (value − shift)" if k == 0 else None)  # fmt: skip
         if np.isnan(y).all():
             ax.text(0.5, 0.5, "n/a in every run", transform=ax.transAxes, ha="center", va="center", fontsize=9)
             ax.set_yticks([])
@@ -421,10 +566,16 @@ def trend_figure(ordering: Ordering, series: Sequence[Series], changes: Sequence
     title = f"emo-tasks trend ({ordering.how} order): line = value, band = 95 % bootstrap CI, n/a = not available"
     if changes:
         title += "\ndashed red line = a break: the runs on either side are not comparable (--allow-mixed)"
+    if crossings:
+        title += ("\ndotted purple line = a judge change carried by --calibration; orange = the values after it "
+                  "adjusted by the calibrated shift")  # fmt: skip
+        for ax in list(axes.flat)[: len(series)]:
+            ax.legend(fontsize=6, loc="lower left")
     fig.suptitle(title, fontsize=10)
     for k, line in enumerate(foot):
         fig.text(0.01, 0.01 + 0.22 * (len(foot) - 1 - k) / height, line if len(line) <= 220 else line[:219] + "…",
-                 fontsize=7, color="tab:red", ha="left", va="bottom")  # fmt: skip
+                 fontsize=7, color="tab:purple" if line.startswith("judge change") else "tab:red", ha="left",
+                 va="bottom")  # fmt: skip
     fig.tight_layout(rect=(0, (0.22 * len(foot) + 0.1) / height if foot else 0, 1, 1))
     return fig
 

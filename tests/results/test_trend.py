@@ -241,6 +241,57 @@ def test_a_change_of_judge_breaks_the_trend_line_and_restarts_delta() -> None:
     plt.close(fig)
 
 
+def test_a_judge_change_a_calibration_carries_is_marked_and_adjusted_not_a_break(tmp_path: Path) -> None:
+    """In-process: with a calibration of judge-a -> judge-b, the change before ckpt-3 is no break: values after it
+    are shown as judged and adjusted by the shift (Δ the adjusted value's, never restarting), the figure marks it and
+    continues the line with the adjusted values; a calibration of other judges leaves it refused, saying why."""
+    from emo_tasks.results.calibration import Shift, calibration_document, load_calibration
+
+    def calibration(name: str, candidate: str, shift: float = 20.0) -> object:
+        doc = calibration_document(
+            {"identity": {"judge_models": {"judge": "judge-a"}}, "runs": []},
+            {"identity": {"judge_models": {"judge": candidate}}, "runs": []},
+            [Shift("mvei", "mvei_sample", "acc_total", 16, shift, shift - 4.0, shift + 4.0, 1.0, False)],
+            tolerance={"default": 1.0}, rule="r", level=0.95, created="now",
+        )  # fmt: skip
+        (tmp_path / name).write_text(json.dumps(doc))
+        return load_calibration(tmp_path / name)
+
+    runs = [
+        _judged_by(_run(f"runs/ckpt-{i}", results={"mvei_sample": {"acc_total,none": v}}), judge)
+        for i, v, judge in ((1, 40.0, "judge-a"), (2, 45.0, "judge-a"), (3, 70.0, "judge-b"), (4, 60.0, "judge-b"))
+    ]
+    ordering = trend.order_runs(runs, "checkpoint")
+    cal = calibration("c.json", "judge-b")
+    changes, _ = trend.check_comparable(ordering, calibration=cal)
+    assert [(c.index, c.is_break) for c in changes] == [(2, False)]
+    series = trend.trend_rows(ordering.runs, 50, 0, [], changes)
+    points = series[0].points
+    assert [p.cell.value for p in points] == [40.0, 45.0, 70.0, 60.0]  # as judged
+    assert [p.adjusted.value if p.adjusted else None for p in points] == [None, None, 50.0, 40.0]
+    assert [p.delta for p in points] == [0.0, 5.0, 10.0, 0.0]  # the adjusted value's, from the first run
+    md = trend.render_trend_markdown(ordering, series, changes)
+    assert f"**Judge change (--calibration {tmp_path / 'c.json'}):** before ckpt-3" in md and "break" not in md
+    assert "| 3 | ckpt-3 | 70.00 | 50.00 [" in md and "| +10.00 |" in md
+    records = trend.trend_json(ordering, series, changes)
+    assert [r["segment"] for r in records] == [0, 0, 0, 0] and records[2]["judge_change"]["calibration"].endswith(
+        "c.json"
+    )
+    assert records[3]["metrics"]["mvei_sample:acc_total"]["shift"] == 20.0
+    import matplotlib.pyplot as plt
+
+    fig = trend.trend_figure(ordering, series, changes)
+    lines = fig.axes[0].get_lines()
+    assert [list(x.get_xdata()) for x in lines if x.get_marker() == "o"] == [[1.0, 2.0], [3.0, 4.0]]
+    adjusted = [x for x in lines if x.get_marker() == "s"]
+    assert len(adjusted) == 1 and list(adjusted[0].get_ydata()) == [45.0, 50.0, 40.0]
+    assert [list(x.get_xdata()) for x in lines if x.get_linestyle() == ":"] == [[2.5, 2.5]]
+    plt.close(fig)
+    # a calibration of another candidate judge does not carry it: still refused, saying why
+    with pytest.raises(trend.TrendError, match=r"the candidate judge \(the later run's\) differs in judge_models"):
+        trend.check_comparable(ordering, calibration=calibration("other.json", "judge-c"))
+
+
 # ---------------------------------------------------------------------------------------------- fast: CLI
 def _results_dir(root: Path, name: str, model_args: str, date: str) -> Path:
     folder = root / name
