@@ -16,8 +16,9 @@ tau) - everything but the printing.
 
 1. coverage: SIMS seeded simulations at S = T (the verdict's edge): the share whose 95 % CI covers -S, per
    headline (goal >= 0.93);
-2. the verdict: SWEEP simulations at each S in 0, T/4, ..., 2T: the share judged interchangeable (goals: >= 0.9
-   at S = 0, <= 0.05 from S = T on, never rising by more than 0.05 as S grows).
+2. the verdict: SWEEP simulations at each S in 0, T/4, ..., 2T: the share judged interchangeable, all three
+   headlines (goals: >= 0.8 at S = 0, see LOW_SHIFT_GOAL; <= 0.05 from S = T on; never rising by more than 0.05
+   as S grows).
 It prints both tables and exits 1 when a goal misses.
 
     python benchmarks/calibration_power.py            # 200 + 9 x 100 simulations, a few minutes on 2 cores
@@ -42,7 +43,9 @@ from emo_tasks.judging import calibrate  # noqa: E402
 TASK, KEY = "mme_emotion_er_lab", "ER-Lab"
 ROWS, MODELS, NOISE, TOLERANCE = 800, 3, 0.02, 1.0
 METRICS = ("rec_s", "rea_s", "cot_s")
-COVERAGE_GOAL, LOW_SHIFT_GOAL, HIGH_SHIFT_GOAL, MONOTONE_SLACK = 0.93, 0.9, 0.05, 0.05
+#: At shift 0 a CI of half-width h lies inside +-T with probability ~ P(|Z| < (T - h) / se): Rec-S's h ~ 0.57 and
+#: se ~ 0.29 points at this size give ~0.86, so the goal at 0 is 0.8 (the CI, not the rule, limits it there).
+COVERAGE_GOAL, LOW_SHIFT_GOAL, HIGH_SHIFT_GOAL, MONOTONE_SLACK = 0.93, 0.8, 0.05, 0.05
 STAMP = "20260101T000000"
 SETUP = {"judge_protocol": "paper", "alpha": 0.5, "audio_clues": "released", "judge_mode": "api"}
 
@@ -95,7 +98,7 @@ def simulate(seed: int, shift: float, root: Path) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="40 + 9 x 20 simulations: a smoke run, not judged")
-    ap.add_argument("--seed", type=int, default=0, help="the first simulation's seed (default 0)")
+    ap.add_argument("--seed", type=int, default=0, help="the seed of the simulations' seeds (default 0)")
     args = ap.parse_args()
     sims, sweep = (40, 20) if args.quick else (200, 100)
     started = time.perf_counter()
@@ -105,11 +108,13 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         covered = dict.fromkeys(METRICS, 0)
+        widths: dict[str, list[float]] = {m: [] for m in METRICS}
         taus = []
         for i in range(sims):
-            doc = simulate(args.seed + i, TOLERANCE, root / "coverage")
+            doc = simulate(args.seed * 1_000_000 + i, TOLERANCE, root / "coverage")
             for s in doc["shifts"]:
                 covered[s["metric"]] += s["ci_low"] <= -TOLERANCE <= s["ci_high"]
+                widths[s["metric"]].append((s["ci_high"] - s["ci_low"]) / 2)
             taus += [r["tau"] for r in doc["ranking"] if r["tau"] is not None]
         print(f"\n[1] coverage at the planted shift -{TOLERANCE:g} ({sims} simulations; Monte Carlo se "
               f"{np.sqrt(0.95 * 0.05 / sims):.3f})")  # fmt: skip
@@ -117,7 +122,7 @@ def main() -> int:
             share = covered[m] / sims
             ok = share >= COVERAGE_GOAL
             results.append((f"CI covers the shift, {m}", f"{share:.3f}", f">= {COVERAGE_GOAL}", ok))
-            print(f"  {m:6} {share:.3f}  {'PASS' if ok else 'FAIL'}")
+            print(f"  {m:6} {share:.3f}  {'PASS' if ok else 'FAIL'}   (mean CI half-width {np.mean(widths[m]):.2f})")
         print(f"  Kendall's tau of the models' rankings: mean {np.mean(taus):.2f} over {len(taus)} rankings")
 
         print(f"\n[2] verdict vs planted shift ({sweep} simulations each): share judged interchangeable")
@@ -127,7 +132,7 @@ def main() -> int:
             shift = TOLERANCE * k / 4
             counts = dict.fromkeys((*METRICS, "all"), 0)
             for i in range(sweep):
-                doc = simulate(args.seed + 10_000 * (k + 1) + i, shift, root / f"sweep{k}")
+                doc = simulate(args.seed * 1_000_000 + 10_000 * (k + 1) + i, shift, root / f"sweep{k}")
                 for s in doc["shifts"]:
                     counts[s["metric"]] += s["interchangeable"]
                 counts["all"] += doc["verdict"] == "interchangeable"

@@ -306,6 +306,9 @@ def calibrate(
             }
         )
     notes = [f"pair {i}: {n}" for i, p in enumerate(pairs) for n in (*p.ref.notes, *p.cand.notes)]
+    for i, p in enumerate(pairs):  # agreement's remarks on a task judged on both sides (another alpha, ...)
+        shared = [t for t in p.pools if t in p.ref.tasks and t in p.cand.tasks]
+        notes += [f"pair {i}: {n}" for t in shared for n in ratings.pair_notes(t, p.ref.tasks[t], p.cand.tasks[t])]
     if len(pairs) < 3:
         notes.append(f"no ranking: {len(pairs)} pair(s); Kendall's tau needs 3 or more models")
     pct = round(LEVEL * 100)

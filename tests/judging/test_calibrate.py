@@ -235,3 +235,16 @@ def test_bad_arguments_exit_3(tmp_path: Path, capsys: pytest.CaptureFixture) -> 
     (tmp_path / "empty").mkdir()
     code, out, err = _run(capsys, tmp_path / "empty", cand, "--out", tmp_path / "c.json")  # no judge log at all
     assert code == 3 and "no MME-Emotion judge log" in err
+
+
+def test_a_candidate_with_another_alpha_is_noted(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Alpha is part of the judge identity, so the pair is calibrated, but the CoT-S shift mixes judge and alpha:
+    agreement's remark on the pair says so in the file and the text."""
+    folders = _pairs(tmp_path, 1, cand_setup={**QWEN, "alpha": 0.7})
+    code, out, err = _run(capsys, *folders, "--out", tmp_path / "c.json", "--resamples", "50")
+    assert code == 1, err  # the same ratings: only CoT-S moves, by alpha alone
+    cal = load_calibration(tmp_path / "c.json")
+    assert {s.metric for s in cal.shifts if not s.interchangeable} == {"cot_s"}
+    notes = json.loads((tmp_path / "c.json").read_text())["notes"]
+    assert f"pair 0: {ER_LAB}: alpha differs (A 0.5, B 0.7): the CoT-S difference mixes judge and alpha" in notes
+    assert "alpha differs" in out
