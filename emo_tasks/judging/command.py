@@ -1,4 +1,6 @@
-"""`emo-tasks judge RUN_DIR` and `emo-tasks agreement A B`: judging a saved run, and how far a judge agrees.
+"""`emo-tasks judge RUN_DIR`, `emo-tasks agreement A B` and `emo-tasks calibrate REF CAND ...`: judging a saved run,
+how far a judge agrees, and whether a candidate judge may replace the reference (`calibrate.run_cli`: 0
+interchangeable, 1 not, 2 refused, 3 a bad argument or unreadable input).
 
 The command line's parser is `emo_tasks.cli`; these are the commands' bodies.  `judge` runs the judge stage
 (`stage.judge_run`; exit 0 done, 2 refused, 3 error, 4 too many judge failures).  `agreement` has two forms: two
