@@ -17,6 +17,8 @@
                         --out SUBSET.json
     emo-tasks agreement JUDGE_FILE HUMAN_FILE [--icc-form ICC(2,1)] [--format text|json]
     emo-tasks agreement RUN_A RUN_B [--icc-form ICC(2,1)] [--format text|json] [--resamples N] [--seed S]
+    emo-tasks calibrate REF CAND [REF2 CAND2 ...] [--tolerance T] [--tolerance METRIC=T] [--out calibration.json]
+                        [--resamples N] [--seed S]
 
 Exit codes of `report` and `compare` (the regression gate for CI): 0 ok / pass; 1 `compare` found a significant
 drop larger than --max-drop; 2 not comparable: no run in a folder or several and none picked, runs that differ in
@@ -35,7 +37,7 @@ folders instead (judge vs judge: the MME-Emotion judge logs of two judges of the
 `emo_tasks/judging/agreement.py`; there, 2 = no sample scored in both runs and 3 = unreadable input.
 
 This module is the parser and the dispatch; each command's body lives in the folder named for what it does:
-`judging/command.py` (judge, agreement), `results/command.py` (report), `results/export.py` (export),
+`judging/command.py` (judge, agreement, calibrate), `results/command.py` (report), `results/export.py` (export),
 `gate/command.py` (compare, plan-gate) and `site/command.py` (view, and compare's --view).
 """
 
@@ -246,6 +248,33 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--resamples", type=cliargs.resamples, default=1000,
                    help="bootstrap resamples, run form (default 1000)")  # fmt: skip
     a.add_argument("--seed", type=cliargs.seed, default=0, help="bootstrap seed, run form (default 0)")
+
+    k = sub.add_parser(
+        "calibrate",
+        help="may a candidate judge stand in for the reference? shifts, agreement and a verdict per headline",
+        description="Each REF CAND pair is one model's answers judged by the reference judge setup and by the "
+        "candidate (the folders `agreement` reads: RUN/judged/<setup>/ or a run judged in process); give one pair "
+        "per model. Per task and headline metric (MME-Emotion: Rec-S, Rea-S, CoT-S x100): the shift candidate - "
+        "reference pooled over the pairs and per pair, with its seeded 95% paired bootstrap CI; Cohen's kappa on "
+        "the recognition verdicts and the ICC on the step ratings; with 3 or more pairs, Kendall's tau between the "
+        "two judges' model rankings with a bootstrap CI. Rule: interchangeable within ±T when the shift's CI lies "
+        "inside [-T, +T], else not interchangeable: shift S [lo, hi]. Writes --out (the calibration file that "
+        "compare, report --trend and plan-gate take with --calibration; docs/judges.md#changing-the-judge). Exit "
+        "codes: 0 every headline interchangeable; 1 one is not; 2 refused (a folder mixing judge setups, REF sides "
+        "not all one judge or CAND sides not all another, REF and CAND the same judge, a pair judging different "
+        "answers, one model twice, MultiEmo's judged variant); 3 a bad argument or unreadable input.",
+    )
+    k.add_argument("pairs", nargs="+", metavar="REF CAND", type=cliargs.existing("a judged run folder"),
+                   help="judged folders, REF CAND for each model")  # fmt: skip
+    k.add_argument("--tolerance", action="append", default=[], metavar="T|METRIC=T",
+                   type=cliargs.per_metric_arg("tolerance", "1, rec_s=0.5"),
+                   help="the largest shift still interchangeable, in the metric's units (default 1 point; repeat "
+                   "METRIC=T per metric, e.g. --tolerance 1 --tolerance cot_s=0.5)")  # fmt: skip
+    k.add_argument("--out", default="calibration.json", metavar="calibration.json",
+                   type=cliargs.out_file("a file to write the calibration to", parents=True),
+                   help="where to write the calibration file (default ./calibration.json)")  # fmt: skip
+    k.add_argument("--resamples", type=cliargs.resamples, default=1000, help="bootstrap resamples (default 1000)")
+    k.add_argument("--seed", type=cliargs.seed, default=0, help="bootstrap seed (default 0)")
     return p
 
 
@@ -282,6 +311,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from emo_tasks.gate.command import main_plan_gate
 
             return main_plan_gate(args)
+        if args.command == "calibrate":
+            from emo_tasks.judging.command import main_calibrate
+
+            return main_calibrate(args)
         from emo_tasks.judging.command import main_agreement
 
         return main_agreement(args)

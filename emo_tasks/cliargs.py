@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -114,6 +114,37 @@ drop = number(0)
 resamples = integer(1)
 #: A numpy bootstrap seed (numpy takes no negative seed).
 seed = integer(0)
+
+
+def per_metric(specs: Sequence[str], what: str) -> dict[str | None, float]:
+    """`D` (every metric, in its own units) and `METRIC=D` (that metric) -> {metric or None: D}, each D a finite
+    number > 0; ValueError naming the spec otherwise.  One rule for plan-gate's --detect and calibrate's
+    --tolerance (`what`: the value's name in the message, "drop" / "tolerance")."""
+    out: dict[str | None, float] = {}
+    for spec in specs:
+        metric, _, value = spec.rpartition("=")
+        try:
+            d = float(value)
+        except ValueError:
+            raise ValueError(f"{spec!r}: expected D or METRIC=D (a {what} in the metric's units)") from None
+        if not d > 0 or d != d or d == float("inf"):
+            raise ValueError(f"{spec!r}: the {what} must be a finite number > 0")
+        out[metric or None] = d
+    return out
+
+
+def per_metric_arg(what: str, example: str) -> Callable[[str], str]:
+    """An argparse type for one `D` / `METRIC=D` (`per_metric`'s rule), so a bad value is exit 3 as it is parsed."""
+
+    def parse(spec: str) -> str:
+        try:
+            per_metric([spec], what)
+        except ValueError:
+            raise bad(spec, f"D or METRIC=D, a finite {what} > 0 in the metric's units (e.g. {example})") from None
+        return spec
+
+    parse.__name__ = "per_metric"
+    return parse
 
 
 def _checked(kind: str, ok: Callable[[str], bool], what: str) -> Callable[[str], str]:

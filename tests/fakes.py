@@ -47,11 +47,12 @@ class Judge:
 
 class Model(Judge):
     """`--model openai` (model_version=eval-model, or the `name` given) answers, per document and per repeat, plus
-    the judge's."""
+    the judge's.  `salt` changes which emotion label it answers: another model, other answers."""
 
-    def __init__(self, *args: Any, name: str = "eval-model", **kwargs: Any) -> None:
+    def __init__(self, *args: Any, name: str = "eval-model", salt: str = "", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.name = name
+        self.salt = salt
 
     def __call__(self, body: dict, attempt: int) -> Any:
         text = last_user_text(body)
@@ -63,5 +64,5 @@ class Model(Judge):
             if "How much will people feel" in text:
                 return Reply(text=f"Score: {_h(text) % 101}. Reason: colours.")
             labels = re.findall(r"\b[a-z][a-z ]+\b", text.split("candidate", 1)[-1])[:12] or ["anger"]
-            return Reply(text=f"Cues noted. Answer: {labels[_h(text) % len(labels)].strip()}")
+            return Reply(text=f"Cues noted. Answer: {labels[_h(text + self.salt) % len(labels)].strip()}")
         return super().__call__(body, attempt)

@@ -32,6 +32,7 @@ VALID = {
     "compare": ["{run}", "{run2}"],
     "plan-gate": ["{run}", "--detect", "2", "--out", "{new}/subset.json"],
     "agreement": ["{judge}", "{human}"],
+    "calibrate": ["{run}", "{run2}", "--out", "{new}/calibration.json"],
 }
 
 #: One bad value per argument: "COMMAND --flag" (or "COMMAND METAVAR" for a positional) -> the value.
@@ -93,6 +94,11 @@ BAD = {
     "agreement --format": "xml",
     "agreement --resamples": "-5",
     "agreement --seed": "-1",
+    "calibrate REF CAND": MISSING,
+    "calibrate --tolerance": "0",
+    "calibrate --out": FOLDER,
+    "calibrate --resamples": "0",
+    "calibrate --seed": "-1",
 }
 
 

@@ -102,17 +102,11 @@ class GatePlan:
 
 def parse_detect(specs: Sequence[str]) -> dict[str | None, float]:
     """`--detect D` (every headline metric, in its own units) and `--detect METRIC=D` (that metric) -> {metric or
-    None: D}; each D must be > 0."""
-    out: dict[str | None, float] = {}
-    for spec in specs:
-        metric, _, value = spec.rpartition("=")
-        try:
-            d = float(value)
-        except ValueError:
-            raise PlanError(f"--detect {spec!r}: expected D or METRIC=D (a drop in the metric's units)") from None
-        if not d > 0 or d != d or d == float("inf"):
-            raise PlanError(f"--detect {spec!r}: the drop must be a finite number > 0")
-        out[metric or None] = d
+    None: D}; each D must be > 0 (`cliargs.per_metric`, the rule calibrate's --tolerance shares)."""
+    try:
+        out = cliargs.per_metric(specs, "drop")
+    except ValueError as exc:
+        raise PlanError(f"--detect {exc}") from None
     if not out:
         raise PlanError("--detect is required: the drop the gate must catch (e.g. --detect 2 --detect srcc=0.02)")
     return out
@@ -401,11 +395,6 @@ def write(plan: GatePlan, out: str | Path) -> Path:
     return path
 
 
-def detect_arg(spec: str) -> str:
-    """plan-gate's `--detect D` / `--detect METRIC=D` (`parse_detect`'s rule) as the argument is parsed, so a bad
-    drop is exit 3: a finite drop > 0."""
-    try:
-        parse_detect([spec])
-    except PlanError:
-        raise cliargs.bad(spec, "D or METRIC=D, a finite drop > 0 in the metric's units (e.g. 2, srcc=0.02)") from None
-    return spec
+#: plan-gate's `--detect D` / `--detect METRIC=D` (`parse_detect`'s rule) as the argument is parsed, so a bad drop is
+#: exit 3: a finite drop > 0.
+detect_arg = cliargs.per_metric_arg("drop", "2, srcc=0.02")

@@ -2,7 +2,7 @@
 
 `emo_tasks.judging.agreement` reads each side (the newest judged result under a path, its per-task judge logs and
 the judge setup their summaries record) and documents the command, its exit codes and the JSON schema; this
-module is the rest, the same for every benchmark: the pairing (`_pool`), the statistics (`rating_agreement`,
+module is the rest, the same for every benchmark: the pairing (`pool_task`), the statistics (`rating_agreement`,
 `score_difference`), the document (`compare_runs`, `no_overlap_reason`), its text form (`render_text`) and the
 command's run form (`run_cli`).  Split from the reading so that a change to how a judge log is read and a change
 to the figures touch different modules.
@@ -95,8 +95,8 @@ def score_difference(a: Sequence[float], b: Sequence[float], resamples: int, see
 
 
 @dataclass
-class _Pool:
-    """The paired values of one task (or of all tasks)."""
+class Pool:
+    """The paired values of one task (or of all tasks, or of several runs: `calibrate` pools its pairs)."""
 
     scores: dict[str, tuple[list[float], list[float]]]  # sample score -> (A's, B's)
     steps: tuple[list[float], list[float]] = field(default_factory=lambda: ([], []))
@@ -109,10 +109,10 @@ class _Pool:
     status: dict[str, dict[str, int]] = field(default_factory=lambda: {"a": {}, "b": {}})
 
     @classmethod
-    def of(cls, scores: Sequence[str]) -> _Pool:
+    def of(cls, scores: Sequence[str]) -> Pool:
         return cls(scores={m: ([], []) for m in scores})
 
-    def extend(self, other: _Pool) -> None:
+    def extend(self, other: Pool) -> None:
         for mine, theirs in ((self.steps, other.steps), (self.last, other.last)):
             mine[0].extend(theirs[0])
             mine[1].extend(theirs[1])
@@ -131,8 +131,9 @@ def _same_answer(sa: Sample, sb: Sample) -> bool:
     return all(value == sb.answer[k] for k, value in sa.answer.items() if k in sb.answer)
 
 
-def _pool(task: str, a: JudgedRun, b: JudgedRun) -> _Pool:
-    pool = _Pool.of(list(a.ratings.SCORES))
+def pool_task(task: str, a: JudgedRun, b: JudgedRun) -> Pool:
+    """One task's samples of A and B paired (scored in both, same answer), the rest counted."""
+    pool = Pool.of(list(a.ratings.SCORES))
     samples_a = a.tasks[task].samples if task in a.tasks else {}
     samples_b = b.tasks[task].samples if task in b.tasks else {}
     keys_a = sorted(samples_a)
@@ -170,7 +171,8 @@ def _pool(task: str, a: JudgedRun, b: JudgedRun) -> _Pool:
     return pool
 
 
-def _block(task: str, title: str, pool: _Pool, icc_form: str, resamples: int, seed: int) -> dict[str, Any]:
+def task_block(task: str, title: str, pool: Pool, icc_form: str, resamples: int, seed: int) -> dict[str, Any]:
+    """The JSON `Block` of a pool: counts, step and last-step agreement, the scores' paired bootstrap."""
     return {
         "task": task,
         "title": title,
@@ -212,12 +214,12 @@ def compare_runs(
         raise ValueError(f"A holds {a.ratings.TITLE} judge logs, B {b.ratings.TITLE} ones")
     ratings = a.ratings
     tasks = sorted(set(a.tasks) | set(b.tasks), key=ratings.task_order)
-    overall = _Pool.of(list(ratings.SCORES))
+    overall = Pool.of(list(ratings.SCORES))
     blocks = []
     for task in tasks:
-        pool = _pool(task, a, b)
+        pool = pool_task(task, a, b)
         overall.extend(pool)
-        blocks.append(_block(task, ratings.task_title(task), pool, icc_form, resamples, seed))
+        blocks.append(task_block(task, ratings.task_title(task), pool, icc_form, resamples, seed))
     runs = {"a": _run_doc(a), "b": _run_doc(b)}
     return {
         "schema": SCHEMA,
@@ -227,7 +229,7 @@ def compare_runs(
         "level": LEVEL,
         "runs": runs,
         "tasks": blocks,
-        "overall": _block("overall", "Overall", overall, icc_form, resamples, seed),
+        "overall": task_block("overall", "Overall", overall, icc_form, resamples, seed),
         "notes": _run_notes(a, b),
         "same_setup": same_setup(runs["a"]["setup"], runs["b"]["setup"], list(ratings.SETUP_FIELDS)),
     }

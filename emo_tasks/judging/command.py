@@ -1,4 +1,6 @@
-"""`emo-tasks judge RUN_DIR` and `emo-tasks agreement A B`: judging a saved run, and how far a judge agrees.
+"""`emo-tasks judge RUN_DIR`, `emo-tasks agreement A B` and `emo-tasks calibrate REF CAND ...`: judging a saved run,
+how far a judge agrees, and whether a candidate judge may replace the reference (`calibrate.run_cli`: 0
+interchangeable, 1 not, 2 refused, 3 a bad argument or unreadable input).
 
 The command line's parser is `emo_tasks.cli`; these are the commands' bodies.  `judge` runs the judge stage
 (`stage.judge_run`; exit 0 done, 2 refused, 3 error, 4 too many judge failures).  `agreement` has two forms: two
@@ -139,3 +141,18 @@ def main_agreement(args: argparse.Namespace) -> int:
         print(f"{args.icc_form:<19} {f(values['icc'])}")
         print(f"missing             {only_judge} only in judge file, {only_human} only in human file")
     return 0
+
+
+def main_calibrate(args: argparse.Namespace) -> int:
+    """`emo-tasks calibrate REF CAND [REF2 CAND2 ...]` (`emo_tasks.judging.calibrate`): 0 interchangeable, 1 not,
+    2 refused, 3 a bad argument or unreadable input."""
+    from emo_tasks import cliargs
+    from emo_tasks.judging import calibrate
+
+    try:
+        tolerance = cliargs.per_metric(args.tolerance, "tolerance")
+    except ValueError as exc:  # checked as parsed (cliargs.per_metric_arg); kept for callers without the parser
+        print(f"emo-tasks calibrate: error: argument --tolerance: {exc}", file=sys.stderr)
+        return cliargs.EXIT_BAD_ARGUMENT
+    return calibrate.run_cli(args.pairs, tolerance=tolerance, out_path=args.out, resamples=args.resamples,
+                             seed=args.seed)  # fmt: skip

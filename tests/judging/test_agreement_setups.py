@@ -42,14 +42,16 @@ QWEN = {
 }
 
 
-def write_judged(folder: Path, side: int, stamp: str, setup: dict | None, data: dict = DATA) -> Path:
+def write_judged(
+    folder: Path, side: int, stamp: str, setup: dict | None, data: dict = DATA, emotion: str = "happy"
+) -> Path:
     """One judged result as the judge stage writes it: per task a judge log (side 0 = A's ratings of `data`,
-    1 = B's) and, unless `setup` is None, a summary recording that setup."""
+    1 = B's; every answer naming `emotion`) and, unless `setup` is None, a summary recording that setup."""
     logs = folder / "emo_tasks_judge"
     logs.mkdir(parents=True, exist_ok=True)
     for leaf in sorted({LEAF[k] for k, _ in data}):
         rows = [
-            _log_row(key, row, pair[side], ANSWER.format("happy"))
+            _log_row(key, row, pair[side], ANSWER.format(emotion))
             for (key, row), pair in data.items()
             if LEAF[key] == leaf and pair[side] is not None
         ]

@@ -33,9 +33,11 @@ def _env(cache: Path, srv: LoopbackServer | None = None, **extra: str) -> dict[s
     return cli_env(cache, srv, **extra)
 
 
-def _lmms(out: Path, env: dict[str, str], srv: LoopbackServer, *flags: str) -> subprocess.CompletedProcess:
-    args = f"model_version=eval-model,base_url={srv.base_url},api_key={API_KEY},max_frames_num=4"
-    cmd = [sys.executable, "-m", "lmms_eval", "--model", "openai", "--model_args", args, "--tasks", TASKS,
+def _lmms(
+    out: Path, env: dict[str, str], srv: LoopbackServer, *flags: str, model: str = "eval-model", tasks: str = TASKS
+) -> subprocess.CompletedProcess:
+    args = f"model_version={model},base_url={srv.base_url},api_key={API_KEY},max_frames_num=4"
+    cmd = [sys.executable, "-m", "lmms_eval", "--model", "openai", "--model_args", args, "--tasks", tasks,
            "--batch_size", "1", "--output_path", str(out), *flags]  # fmt: skip
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=out.parent)
 
