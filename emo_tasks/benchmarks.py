@@ -86,6 +86,9 @@ class Benchmark:
     hooks: str = ""
     #: How a group pools its subtasks' values (lmms-eval's group aggregation for this benchmark).
     group_aggregate: Callable[..., Any] | None = None
+    #: Each group's leaf tasks, as its group YAML lists them: a calibration (`emo-tasks calibrate`) pools them into
+    #: the group's shift the way `compare` pools a group's samples, without a results file to read them from.
+    members: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: The export formats it offers: format name -> "module:function", the function being
     #: (run_dir, out_dir, model_name=None, *, pick=None, force=False) -> Path (see emo_tasks/results/export.py).
     exports: Mapping[str, str] = field(default_factory=dict)

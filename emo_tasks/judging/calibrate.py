@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from emo_tasks.benchmarks import benchmark_of
 from emo_tasks.cliargs import EXIT_BAD_ARGUMENT, EXIT_NOT_COMPARABLE, EXIT_PASS, EXIT_REGRESSION
 from emo_tasks.judging.agreement import SCORED, InputError, JudgedRun, judge_ratings, load_run, mixed_setup_reason
 from emo_tasks.judging.agreement_report import LEVEL, Pool, pool_task, rating_agreement, score_difference
@@ -273,6 +274,10 @@ def calibrate(
     tol = {m: tolerance.get(m, tolerance.get(None, DEFAULT_TOLERANCE)) for m in metrics}
     tasks = sorted({t for p in pairs for t in p.pools}, key=ratings.task_order)
     units = [(t, ratings.task_title(t), [t]) for t in tasks]
+    bench_entry = benchmark_of(tasks[0]) if tasks else None
+    for group, leaves in (bench_entry.members if bench_entry else {}).items():  # `compare` gates a group too
+        if leaves and all(t in tasks for t in leaves):
+            units.append((group, f"{group} (all {len(leaves)} tasks pooled)", list(leaves)))
     shifts: list[Shift] = []
     agreement_rows, ranking_rows, per_pair = [], [], []
     for unit, title, members in units:

@@ -32,6 +32,8 @@ _SAMPLE = {s.task.replace("mme_emotion_", "mme_emotion_sample_", 1): s.key for s
 #: Leaf task -> the report's column title: the official task key ("ER-Lab"), for the benchmark and the sample.
 TITLES = {**{s.task: s.key for s in task_specs().values()}, **_SAMPLE}
 TASKS = tuple(TITLES)  # the 8 benchmark tasks in the paper's order, then their 8 sample twins
+#: Group -> its leaf tasks (mme_emotion_all.yaml, mme_emotion_sample.yaml)
+MEMBERS = {"mme_emotion_all": tuple(s.task for s in task_specs().values()), "mme_emotion_sample": tuple(_SAMPLE)}
 
 _JUDGE_FILE = re.compile(
     rf"^(?P<sample>sample_)?(?P<tasks>mme_emotion_.+?)_(?P<stamp>\d{{8}}T\d{{6}}){re.escape(JUDGE_LOG_SUFFIX)}$"
@@ -234,6 +236,7 @@ BENCHMARK = Benchmark(
     plot_ylabel="score (0-100)",
     hooks="emo_tasks.mme_emotion.hooks",
     group_aggregate=group_aggregate,
+    members=MEMBERS,
     exports={"mme-official": "emo_tasks.mme_emotion.export:export_mme_official"},
     judge_ratings="emo_tasks.mme_emotion.agreement",
     judge_setup=judge_setup,

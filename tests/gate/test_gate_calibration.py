@@ -144,6 +144,22 @@ def test_the_same_answers_pass_across_the_judge_change_with_the_calibration(runs
     assert "calibrated" not in mvei  # scored without a judge: gated as always
 
 
+def test_the_calibrate_commands_own_file_carries_the_group_gate(runs: dict) -> None:
+    """`emo-tasks calibrate` writes the group's pooled shift (compare gates the group, not its leaves): the same
+    shift as the paired test of the group's samples, and `compare --calibration` takes its file as it is."""
+    made = runs["root"] / "made_by_calibrate.json"
+    proc = run_emo(runs["env"], "calibrate", str(runs["base"]), str(runs["same"]), "--out", str(made), timeout=300)
+    assert proc.returncode in (0, 1) and made.is_file(), proc.stdout + proc.stderr
+    doc = json.loads(made.read_text())
+    for metric in HEADLINES:
+        mine = next(s for s in doc["shifts"] if s["task"] == GROUP and s["metric"] == metric)
+        assert mine["shift"] == pytest.approx(_shift(runs["calibration"], metric)["shift"], abs=1e-12)
+        assert mine["n"] == _shift(runs["calibration"], metric)["n"]
+    gate = compare(runs, "base", "same", "--calibration", str(made))
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+    assert f"{GROUP} rec_s: as judged" in gate.stdout
+
+
 def test_a_planted_drop_larger_than_the_calibrations_ci_fails(runs: dict) -> None:
     proc = compare(runs, "base", "bad", "--calibration", str(runs["calibration"]))
     assert proc.returncode == 1, proc.stdout + proc.stderr

@@ -84,14 +84,15 @@ def test_a_renamed_judge_with_the_same_numbers_is_interchangeable_and_three_mode
     code, out, err, path = calibrate(judged, *keys)
     assert code == 0, out + err
     cal = load_calibration(path)
-    assert len(cal.shifts) == 24  # 8 sample tasks x Rec-S, Rea-S, CoT-S
-    assert all(s.shift == 0.0 and s.ci_low == 0.0 and s.ci_high == 0.0 and s.n == 6 for s in cal.shifts)
+    assert len(cal.shifts) == 27  # (8 sample tasks + their group, pooled) x Rec-S, Rea-S, CoT-S
+    assert {s.task for s in cal.shifts if s.n == 48} == {TASK}  # the group: 8 tasks x 6 samples
+    assert all(s.shift == 0.0 and s.ci_low == 0.0 and s.ci_high == 0.0 and s.n in (6, 48) for s in cal.shifts)
     summary = json.loads(next((judged["model-0/judge-a"] / "emo_tasks_judge").glob("*_summary.json")).read_text())
     assert cal.reference == judge_identity(summary) and cal.reference["judge_models"]["judge"] == "judge-a"
     assert cal.candidate["judge_models"]["judge"] == "judge-b"
     taus = [r["tau"] for r in cal.data["ranking"] if r["tau"] is not None]
-    assert len(cal.data["ranking"]) == 24 and taus and all(t == pytest.approx(1.0) for t in taus)
-    assert "Verdict: interchangeable within ±1 (all 24 headlines)" in out
+    assert len(cal.data["ranking"]) == 27 and taus and all(t == pytest.approx(1.0) for t in taus)
+    assert "Verdict: interchangeable within ±1 (all 27 headlines)" in out
 
 
 def test_a_planted_shift_is_not_interchangeable(judged: dict[str, Path]) -> None:

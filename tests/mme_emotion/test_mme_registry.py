@@ -207,3 +207,21 @@ def test_the_log_must_hold_the_runs_answers_and_a_partial_judgement_counts_its_r
     partial["emo_tasks_judge"] = {"partial": {t: {"judged": 3, "of": 5, "missing_doc_ids": [3, 4]}}}
     (run / "d_results.json").write_text(json.dumps(partial))
     assert read_samples(run, run / "d_results.json", t, {}).values["rec_s"] == {(t, 0): 100.0, (t, 2): 0.0}
+
+
+def test_the_registrys_group_members_are_the_group_yamls_task_lists() -> None:
+    """`Benchmark.members` (what `emo-tasks calibrate` pools into a group's shift) is what lmms-eval runs as the
+    group: read from the group YAMLs themselves (their `!function` tags skipped)."""
+    import yaml
+
+    from emo_tasks.mme_emotion.registry import BENCHMARK
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+    folder = Path(__file__).resolve().parents[2] / "emo_tasks" / "mme_emotion"
+    assert set(BENCHMARK.members) == set(BENCHMARK.groups)
+    for group, leaves in BENCHMARK.members.items():
+        doc = yaml.load((folder / f"{group}.yaml").read_text(), Loader=Loader)
+        assert doc["group"] == group and tuple(doc["task"]) == leaves
