@@ -39,8 +39,8 @@ def vllm(root: str) -> list[dict[str, Any]]:
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("fingerprint")
     out = root / "run"
-    cmd = [sys.executable, "-m", "lmms_eval", "--model", "dummy", "--model_args", f"response={ANSWER}",
-           "--tasks", TASK, "--batch_size", "1", "--output_path", str(out), "--predict_only", "--log_samples"]  # fmt: skip
+    cmd = [sys.executable, "-m", "lmms_eval", "--model", "dummy", "--model_args", f"response={ANSWER}", "--tasks",
+           TASK, "--batch_size", "1", "--output_path", str(out), "--predict_only", "--log_samples"]  # fmt: skip
     proc = subprocess.run(cmd, env=cli_env(with_mme_sample(root / "cache_run")), capture_output=True, text=True,
                           timeout=600, cwd=root)  # fmt: skip
     assert sorted(out.rglob(f"*_samples_{TASK}.jsonl")), proc.stdout[-2000:] + proc.stderr[-4000:]
