@@ -30,23 +30,19 @@ class Preset:
     models: Mapping[str, str | None]
     #: role -> the sampling settings sent with each request of that role (temperature, max_tokens, seed, ...)
     sampling: Mapping[str, Mapping[str, object]]
-    why: str = ""
 
 
 #: The published protocol: the paper's closed judges, sampled as today (temperature 0, nothing else sent), so
 #: requests, cache keys and numbers are those of a run without any preset.
 PAPER = Preset("paper", dict(DEFAULT_ROLE_MODELS), {})
-#: Open-weight judges served by vLLM or SGLang (docs/judges.md#judge-presets says why these): a vision-language
-#: judge of the same family as the step agent, and the audio model that made the released audio clues; greedy,
-#: seeded, with a bound on the answer so a runaway answer cannot fill the context.
+#: Open-weight judges (docs/judges.md#judge-presets says why): one vision-language model as both step agent and
+#: judge, because every role is asked at one endpoint (`OPENAI_BASE_URL`) and one vLLM or SGLang server serves one
+#: model; greedy, seeded, with a bound on the answer so a runaway answer cannot fill the context.  No audio model:
+#: as the paper's, the preset scores with the released audio clues.
 OPEN = Preset(
     "open",
-    {
-        "step": "Qwen/Qwen2.5-72B-Instruct",
-        "judge": "Qwen/Qwen2.5-VL-72B-Instruct",
-        "audio": "Qwen/Qwen2-Audio-7B-Instruct",
-    },
-    {role: {"temperature": 0.0, "max_tokens": 4096, "seed": 1234} for role in ("step", "judge", "audio")},
+    {"step": "Qwen/Qwen2.5-VL-72B-Instruct", "judge": "Qwen/Qwen2.5-VL-72B-Instruct", "audio": None},
+    {role: {"temperature": 0.0, "max_tokens": 4096, "seed": 1234} for role in ("step", "judge")},
 )
 PRESETS: dict[str, Preset] = {p.name: p for p in (PAPER, OPEN)}
 PRESET_ENV = "EMO_JUDGE_PRESET"

@@ -37,10 +37,10 @@ def test_paper_is_todays_setup_bit_for_bit() -> None:
 def test_open_names_open_weight_judges_with_fixed_sampling() -> None:
     env = {**ENDPOINT, "EMO_JUDGE_PRESET": "open"}
     assert model_for_role("judge", env) == "Qwen/Qwen2.5-VL-72B-Instruct"
-    assert model_for_role("step", env) == "Qwen/Qwen2.5-72B-Instruct"
+    assert model_for_role("step", env) == "Qwen/Qwen2.5-VL-72B-Instruct"  # one server serves both roles
     settings = MMESettings.from_env(env, "sample")
     req = step_request(RECORD, settings)
-    assert req.model == "Qwen/Qwen2.5-72B-Instruct"
+    assert req.model == "Qwen/Qwen2.5-VL-72B-Instruct"
     assert req.payload_params() == {"temperature": 0.0, "max_tokens": 4096, "seed": 1234}
     assert sampling_for_role("judge", env) == dict(OPEN.sampling["judge"])
     roles = judge_fingerprint(settings, None)["roles"]
@@ -79,3 +79,10 @@ def test_the_in_process_hook_refuses_before_loading_anything(tmp_path: Path) -> 
     with pytest.raises(JudgeConfigError, match="EMO_JUDGE_PRESET='paper' and EMO_JUDGE_MODEL='gpt-4o'"):
         hooks.load_task("mme_emotion/sample/ER-Lab", env)
     assert not (tmp_path / "samples").exists()  # the sample's clips were never generated
+
+
+def test_live_audio_clues_need_a_model_no_preset_names() -> None:
+    """Both presets score with the released clues; live clues under a preset stop naming what to do instead."""
+    for name in PRESETS:
+        with pytest.raises(JudgeConfigError, match=f"'audio' judge role in EMO_JUDGE_PRESET={name}: unset"):
+            MMESettings.from_env({**ENDPOINT, "EMO_JUDGE_PRESET": name, "EMO_MME_AUDIO_CLUES": "live"}, "sample")

@@ -120,7 +120,7 @@ def test_open_preset_sends_its_models_and_sampling(run_dir: Path, tmp_path: Path
         env = cli_env(with_mme_sample(tmp_path / "cache"), srv, EMO_JUDGE_PRESET="open")
         res = run_emo(env, "judge", str(run_dir), "--tasks", TASK, "--out", str(tmp_path / "open"))
         assert res.returncode == 0, res.stderr[-3000:]
-    assert {b["model"] for b in bodies} == {"Qwen/Qwen2.5-72B-Instruct", "Qwen/Qwen2.5-VL-72B-Instruct"}
+    assert {b["model"] for b in bodies} == {"Qwen/Qwen2.5-VL-72B-Instruct"}  # step agent and judge: one server
     assert {(b["temperature"], b["max_tokens"], b["seed"]) for b in bodies} == {(0.0, 4096, 1234)}
     (summary,) = (tmp_path / "open").glob("emo_tasks_judge/*_summary.json")
     roles = json.loads(summary.read_text())["judge_fingerprint"]["roles"]
