@@ -65,3 +65,12 @@ def test_a_served_model_one_run_could_not_learn_is_not_a_difference() -> None:
     unknown = copy.deepcopy(known)
     unknown["roles"]["judge"]["served"] = "not reported"
     assert _judges(_run("a", known), _run("b", unknown)) == []
+
+
+def test_the_one_line_setup_names_the_fingerprint_by_a_short_hash() -> None:
+    """A judged result's setup line (which-run messages) stays one short line: the fingerprint is not dumped."""
+    setup = {"judge_mode": "api", "models": dict(MODELS), "judge_fingerprint": {"mme": _fingerprint()}}
+    text = reader.judge_setup_text(setup)
+    assert text is not None and "roles" not in text and "temperature" not in text
+    assert text.startswith("mode api; step gpt-4.1-2025-04-14, judge gpt-4o-2024-11-20; judge fingerprint ")
+    assert len(text.rsplit(" ", 1)[1]) == 10 and text == reader.judge_setup_text(dict(reversed(setup.items())))
