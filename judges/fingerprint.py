@@ -32,8 +32,6 @@ FINGERPRINT_SCHEMA = "emo-judges/fingerprint/1"
 
 _lock = threading.Lock()
 _listings: dict[tuple[str, str], dict[str, dict[str, Any]] | None] = {}
-#: How many times `/models` was asked in this process, per endpoint (tests check "once per endpoint").
-asked: dict[tuple[str, str], int] = {}
 
 
 def _endpoint_key(endpoint: EndpointConfig) -> tuple[str, str]:
@@ -87,7 +85,6 @@ def served_models(endpoint: EndpointConfig, ask: bool = True) -> dict[str, dict[
         return None
     with _lock:  # one question per endpoint even when several threads start at once
         if key not in _listings:
-            asked[key] = asked.get(key, 0) + 1
             _listings[key] = _ask(endpoint)
         return _listings[key]
 
@@ -96,7 +93,6 @@ def forget_served() -> None:
     """Forget what endpoints said (with `engine.reset_engine`: a test's next server may reuse a port)."""
     with _lock:
         _listings.clear()
-        asked.clear()
 
 
 def served_identity(listing: Mapping[str, Mapping[str, Any]] | None, model: str) -> dict[str, Any] | str:

@@ -471,8 +471,9 @@ def plan(
     seen: set[str] = set()
     to_send: list[JudgeRequest] = []
     cached_output = 0
+    listing = engine.served(ask=False)
     for req, hit in zip(requests, hits, strict=True):
-        key = req.cache_key()
+        key = engine.key_of(req, listing)
         if key in seen:
             continue
         seen.add(key)

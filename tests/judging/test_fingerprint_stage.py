@@ -21,6 +21,7 @@ import pytest
 from conftest import cli_env, run_emo, with_mme_sample
 from fakes import Judge
 
+from emo_tasks.results.calibration import judge_identity
 from judges.testing import LoopbackServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
@@ -88,6 +89,7 @@ def test_fingerprint_recorded_everywhere_deterministic_and_a_served_change_misse
         assert _judged(run_dir, set()) == folder  # the same judge setup, the same folder
         setup2, summary2 = _records(folder)
         assert summary2["judge_fingerprint"] == fingerprint and setup2 == setup
+        assert judge_identity(summary2) == judge_identity(summary)  # what a calibration file records: the same
 
         srv.models = vllm("/ckpt/b")  # another checkpoint behind the same names
         other = run_emo(env, "judge", str(run_dir), "--tasks", TASK)
