@@ -295,12 +295,15 @@ def judge_setup(env: Mapping[str, str], tasks: Sequence[str], extra_judge: bool 
     if mode == "offline":
         return setup
     benches = {b.key: b for t in tasks if (b := benchmark_of(t)) is not None}
+    fingerprints: dict[str, Any] = {}
     for bench in all_benchmarks():
         if bench.key in benches and bench.judge_setup is not None:
             own = dict(bench.judge_setup(env, extra_judge))
             if own.get("judge_fingerprint") is not None:
-                setup.setdefault("judge_fingerprint", {})[bench.key] = own.pop("judge_fingerprint")
+                fingerprints[bench.key] = own.pop("judge_fingerprint")
             setup.update(own)
+    if fingerprints:  # after what the benchmarks say in words, as the one-line setup reads them
+        setup["judge_fingerprint"] = fingerprints
     if len(setup) > 1:
         try:
             setup["endpoint"] = EndpointConfig.from_env(env).host
