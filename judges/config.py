@@ -20,6 +20,33 @@ DEFAULT_ROLE_MODELS: dict[str, str | None] = {
 }
 ROLE_ENV: dict[str, str] = {"step": "EMO_STEP_MODEL", "judge": "EMO_JUDGE_MODEL", "audio": "EMO_AUDIO_MODEL"}
 
+
+@dataclass(frozen=True)
+class Preset:
+    """A whole judge setup named by `EMO_JUDGE_PRESET`: a model per role and the sampling settings every request
+    of a role carries (`JudgeRequest.temperature`, `max_tokens`, `params`).  Applied whole or not at all."""
+
+    name: str
+    models: Mapping[str, str | None]
+    #: role -> the sampling settings sent with each request of that role (temperature, max_tokens, seed, ...)
+    sampling: Mapping[str, Mapping[str, object]]
+
+
+#: The published protocol: the paper's closed judges, sampled as today (temperature 0, nothing else sent), so
+#: requests, cache keys and numbers are those of a run without any preset.
+PAPER = Preset("paper", dict(DEFAULT_ROLE_MODELS), {})
+#: Open-weight judges (docs/judges.md#judge-presets says why): one vision-language model as both step agent and
+#: judge, because every role is asked at one endpoint (`OPENAI_BASE_URL`) and one vLLM or SGLang server serves one
+#: model; greedy, seeded, with a bound on the answer so a runaway answer cannot fill the context.  No audio model:
+#: as the paper's, the preset scores with the released audio clues.
+OPEN = Preset(
+    "open",
+    {"step": "Qwen/Qwen2.5-VL-72B-Instruct", "judge": "Qwen/Qwen2.5-VL-72B-Instruct", "audio": None},
+    {role: {"temperature": 0.0, "max_tokens": 4096, "seed": 1234} for role in ("step", "judge")},
+)
+PRESETS: dict[str, Preset] = {p.name: p for p in (PAPER, OPEN)}
+PRESET_ENV = "EMO_JUDGE_PRESET"
+
 DEFAULT_CONCURRENCY = 16
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MAX_TRIES = 6
@@ -87,14 +114,55 @@ def normalise_base_url(url: str | None) -> str | None:
     return url
 
 
+def preset(env: Mapping[str, str] | None = None) -> Preset | None:
+    """The preset `EMO_JUDGE_PRESET` names (None when unset: the role variables or the paper's models apply).
+
+    Refused (JudgeConfigError, one line): an unknown name (the names listed), and a role model variable set beside
+    a preset (both named): a preset is applied whole or not at all."""
+    env = os.environ if env is None else env
+    raw = env.get(PRESET_ENV)
+    if raw is None or raw.strip() == "":
+        return None
+    name = raw.strip().lower()
+    if name not in PRESETS:
+        raise JudgeConfigError(
+            f"{PRESET_ENV}={raw!r} is not accepted; use one of: {', '.join(PRESETS)} (default paper)"
+        )
+    explicit = [var for var in ROLE_ENV.values() if (env.get(var) or "").strip()]
+    if explicit:
+        shown = ", ".join(f"{var}={env[var].strip()!r}" for var in explicit)
+        raise JudgeConfigError(
+            f"{PRESET_ENV}={raw.strip()!r} and {shown} are both set: a preset names every role's model, so it cannot "
+            f"be half-applied; unset {PRESET_ENV} to choose models yourself, or unset {', '.join(explicit)}"
+        )
+    return PRESETS[name]
+
+
+def sampling_for_role(role: str, env: Mapping[str, str] | None = None) -> dict[str, object]:
+    """The sampling settings a role's requests carry under the preset (`Preset.sampling`): {} without a preset
+    or under `paper` (the requests' own temperature 0, as always)."""
+    chosen = preset(env)
+    return dict(chosen.sampling.get(role) or {}) if chosen is not None else {}
+
+
 def model_for_role(role: str, env: Mapping[str, str] | None = None) -> str:
-    """The model name for a judge role, from `EMO_<ROLE>_MODEL` or the published default.
+    """The model name for a judge role: the preset's (`EMO_JUDGE_PRESET`), else `EMO_<ROLE>_MODEL`, else the
+    published default.
 
     An unknown role is taken as a literal model name, so callers can also pass `"my-model"`.
     """
     env = os.environ if env is None else env
     if role not in ROLE_ENV:
         return role
+    chosen = preset(env)
+    if chosen is not None:
+        name = chosen.models.get(role)
+        if not name:
+            raise JudgeConfigError(
+                f"No model for the '{role}' judge role in {PRESET_ENV}={chosen.name}: unset {PRESET_ENV} and set "
+                f"{ROLE_ENV[role]} (with the other role models) to models your endpoint serves."
+            )
+        return name
     name = env.get(ROLE_ENV[role]) or DEFAULT_ROLE_MODELS[role]
     if not name:
         raise JudgeConfigError(
@@ -215,6 +283,7 @@ class EngineSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, cache_dir: Path | None = None) -> EngineSettings:
         env = os.environ if env is None else env
+        preset(env)  # an unknown preset, or one beside a role model variable, stops here: before any inference
         use_cache = env_flag(env, "EMO_JUDGE_CACHE", True)
         return cls(
             endpoint=EndpointConfig.from_env(env),

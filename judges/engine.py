@@ -44,6 +44,7 @@ from .endpoint import (
     retry_delay,
     status_summary,
 )
+from .fingerprint import forget_served, served_identity, served_key_part, served_models
 from .modelgate import ModelGate
 from .reasoning import cut_off
 from .request import BatchResult, BatchStats, JudgeRequest, JudgeResult
@@ -128,6 +129,18 @@ class JudgeEngine:
             self._cache.close()
             self._cache = None
 
+    def served(self, ask: bool = True) -> dict[str, dict[str, Any]] | None:
+        """What the endpoint serves under each model name (`GET /models`, asked once per endpoint per process:
+        `fingerprint.served_models`); None when it cannot be asked or did not answer.  `ask=False`: only what is
+        known already."""
+        return served_models(self.endpoint, ask=ask)
+
+    def key_of(self, req: JudgeRequest, listing: dict[str, dict[str, Any]] | None) -> str:
+        """The cache key of `req` at this endpoint: its content plus what is served under its model when the
+        endpoint says more than the name (a vLLM root, max_model_len; `fingerprint.served_key_part`)."""
+        part = served_key_part(served_identity(listing, req.resolved_model())) if listing else {}
+        return req.cache_key(part) if part else req.cache_key()
+
     def _invalid_request(self, req: JudgeRequest, exc: Exception) -> JudgeResult:
         """The failure of a request that cannot even be keyed (e.g. its media file does not exist)."""
         return JudgeResult(
@@ -151,9 +164,10 @@ class JudgeEngine:
         results: list[JudgeResult | None] = [None] * len(requests)
         by_key: dict[str, list[int]] = {}
         first: dict[str, JudgeRequest] = {}
+        listing = self.served() if requests else None
         for i, req in enumerate(requests):
             try:
-                key = req.cache_key()
+                key = self.key_of(req, listing)
             except JudgeConfigError:
                 raise
             except Exception as exc:  # e.g. a media file that does not exist: this request fails, loudly counted
@@ -213,7 +227,8 @@ class JudgeEngine:
     def lookup(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult | None]:
         """What a `run()` would take from the cache, sending nothing: the cached result per request, else None
         (for dry runs and cost estimates).  Needs no endpoint or key."""
-        keys = [req.cache_key() for req in requests]
+        listing = self.served() if requests else None
+        keys = [self.key_of(req, listing) for req in requests]
         cache = self.cache
         hits = cache.get_many(keys) if cache is not None else {}
         out: list[JudgeResult | None] = []
@@ -233,7 +248,9 @@ class JudgeEngine:
         self, desc: str = "judge", *, expected: int | None = None, bar: Any = None, shared: dict | None = None
     ) -> Lane:
         """A `Lane` for one agent's requests in a pipelined run (`run_pipeline`); lanes given the same `shared`
-        dict send a request they both ask once (see `Lane`)."""
+        dict send a request they both ask once (see `Lane`).  Made in the caller's thread: the endpoint is asked
+        what it serves now (`served`), not on the loop."""
+        self.served()
         return Lane(self, desc, expected=expected, bar=bar, shared=shared)
 
     def run_pipeline(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -473,7 +490,7 @@ class Lane:
     async def _answer(self, req: JudgeRequest) -> JudgeResult:
         self.stats.requests += 1
         try:
-            key = req.cache_key()
+            key = self.engine.key_of(req, self.engine.served(ask=False))
         except JudgeConfigError:
             raise
         except Exception as exc:  # e.g. a media file that does not exist: this request fails, loudly counted
@@ -683,6 +700,7 @@ def reset_engine() -> None:
         _shared_engines.clear()
     for engine in engines:
         engine.close()
+    forget_served()
 
 
 def run_batch(

@@ -12,7 +12,7 @@ import asyncio
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -85,14 +85,20 @@ class JudgeRequest:
         params.update(self.params)
         return params
 
-    def cache_key(self) -> str:
-        """sha256 over (schema, model, canonical messages, parameters): endpoint- and key-independent."""
-        body = {
+    def cache_key(self, served: Mapping[str, Any] | None = None) -> str:
+        """sha256 over (schema, model, canonical messages, parameters): endpoint- and key-independent.
+
+        `served`: what the endpoint serves under the model name beyond the name itself
+        (`fingerprint.served_key_part`: a vLLM `root`, `max_model_len`); part of the key only when not empty, so
+        the key of a request to an endpoint that reports nothing more (OpenAI) is the one it always was."""
+        body: dict[str, Any] = {
             "schema": CACHE_SCHEMA,
             "model": self.resolved_model(),
             "messages": _map_content(self.messages, canonical_part),
             "params": self.payload_params(),
         }
+        if served:
+            body["served"] = dict(served)
         blob = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 

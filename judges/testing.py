@@ -117,6 +117,12 @@ class LoopbackServer:
     expected_api_key: str | None = None
     calls: list[Call] = field(default_factory=list)
     max_in_flight: int = 0
+    #: what `GET /models` lists (OpenAI-style entries; vLLM adds `root` and `max_model_len`); None: one entry,
+    #: `{"id": "loopback"}`.  `models_status` other than 200: that status instead (a server without the route)
+    models: list[dict[str, Any]] | None = None
+    models_status: int = 200
+    #: `GET /models` requests seen (chat requests are in `calls`)
+    model_asks: int = 0
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -220,7 +226,13 @@ def _make_handler(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:  # noqa: N802
             if self.path.rstrip("/").endswith("/models"):
-                self._send_json(200, {"object": "list", "data": [{"id": "loopback", "object": "model"}]})
+                with server._lock:
+                    server.model_asks += 1
+                if server.models_status != 200:
+                    self._send_json(server.models_status, {"error": {"message": "no such route"}})
+                    return
+                listed = server.models if server.models is not None else [{"id": "loopback"}]
+                self._send_json(200, {"object": "list", "data": [{"object": "model", **m} for m in listed]})
             else:
                 self._send_json(404, {"error": {"message": "not found"}})
 

@@ -21,7 +21,8 @@ from typing import Any
 from emo_tasks.judging.stage_types import EXIT_OK, StageError, TaskPlan
 
 #: Where the settings of a dry run with no judge endpoint point: a host that cannot resolve (RFC 6761 `.invalid`),
-#: so nothing could be sent even by mistake.  Cache keys do not depend on the endpoint (`JudgeRequest.cache_key`).
+#: so nothing could be sent even by mistake (nor `/models` asked).  Cache keys do not depend on the endpoint host
+#: (`JudgeRequest.cache_key`; what a real endpoint serves joins them: `judges.fingerprint`).
 STAND_IN_BASE_URL = "http://no-judge-endpoint.invalid/v1"
 
 _PRICE_HELP = "expected MODEL=IN/OUT (USD per 1M input/output tokens, finite and >= 0), e.g. gpt-4o-2024-11-20=2.5/10"

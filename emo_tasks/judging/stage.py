@@ -285,8 +285,10 @@ def stage_env(env: Mapping[str, str], overrides: Mapping[str, str | None]) -> di
 def judge_setup(env: Mapping[str, str], tasks: Sequence[str], extra_judge: bool = False) -> dict[str, Any]:
     """Everything about the judge that can change a number: the mode, what each benchmark of `tasks` says of its
     judge (`Benchmark.judge_setup`: models per role, protocol, ...; `extra_judge`: its optional judge stage was
-    asked for) and, when any judge is used, the endpoint host (never a key).  Recorded in the judged results and
-    hashed into the folder name, so two setups never share (or overwrite) one folder."""
+    asked for) and, when any judge is used, the endpoint host (never a key).  Each benchmark's judge fingerprint
+    (`judges.fingerprint`: served models, sampling settings, prompt templates) goes under `judge_fingerprint`,
+    by benchmark key.  Recorded in the judged results and hashed into the folder name, so two setups never share
+    (or overwrite) one folder."""
     from judges.config import EndpointConfig
 
     mode = (env.get("EMO_JUDGE") or "api").strip().lower()
@@ -294,9 +296,15 @@ def judge_setup(env: Mapping[str, str], tasks: Sequence[str], extra_judge: bool 
     if mode == "offline":
         return setup
     benches = {b.key: b for t in tasks if (b := benchmark_of(t)) is not None}
+    fingerprints: dict[str, Any] = {}
     for bench in all_benchmarks():
         if bench.key in benches and bench.judge_setup is not None:
-            setup.update(bench.judge_setup(env, extra_judge))
+            own = dict(bench.judge_setup(env, extra_judge))
+            if own.get("judge_fingerprint") is not None:
+                fingerprints[bench.key] = own.pop("judge_fingerprint")
+            setup.update(own)
+    if fingerprints:  # after what the benchmarks say in words, as the one-line setup reads them
+        setup["judge_fingerprint"] = fingerprints
     if len(setup) > 1:
         try:
             setup["endpoint"] = EndpointConfig.from_env(env).host
@@ -305,6 +313,8 @@ def judge_setup(env: Mapping[str, str], tasks: Sequence[str], extra_judge: bool 
     return setup
 
 
+#: Setup keys the readable part of a folder name never names (the hash covers them).
+SLUG_UNNAMED = ("judge_mode", "endpoint", "judge_fingerprint")
 #: The readable part of a judge folder's name is cut here (the hash that follows keeps names apart).
 SLUG_READABLE_MAX = 80
 
@@ -323,7 +333,7 @@ def judge_slug(setup: Mapping[str, Any]) -> str:
         readable = re.sub(r"[^A-Za-z0-9._=,+-]+", "_", readable).strip("_.") or "judge"
         readable = readable[:SLUG_READABLE_MAX].rstrip("_.,=")
     else:  # an optional judge stage only (its setup key, e.g. `x_judge` -> `x-judge`)
-        extras = [k.replace("_", "-") for k in setup if k not in ("judge_mode", "endpoint") and setup[k]]
+        extras = [k.replace("_", "-") for k in setup if k not in SLUG_UNNAMED and setup[k]]
         readable = re.sub(r"[^A-Za-z0-9._+-]+", "_", "+".join(extras)) or "no-judge"
     return f"{readable}-{digest}"
 

@@ -234,7 +234,7 @@ def plan(items: Sequence[dict[str, Any]], settings: MMESettings, engine: JudgeEn
     model = settings.model("step")  # no model (not a judged run): a JudgeConfigError naming the role, first
     step_reqs = [step_request(r, settings) for r in items]
     step_hits = engine.lookup(step_reqs)
-    step_keys = [r.cache_key() for r in step_reqs]
+    step_keys = [engine.key_of(r, engine.served(ask=False)) for r in step_reqs]
     tokens = input_tokens(step_reqs)
     agents.append(_agent("step", model, step_reqs, step_hits, tokens, step_keys, STEP_ANSWER_TOKENS))
 
@@ -243,7 +243,7 @@ def plan(items: Sequence[dict[str, Any]], settings: MMESettings, engine: JudgeEn
         model = settings.model("audio")
         audio_reqs = [audio_request(r, settings) for r in items]
         audio_hits = engine.lookup(audio_reqs)
-        keys = [r.cache_key() for r in audio_reqs]
+        keys = [engine.key_of(r, engine.served(ask=False)) for r in audio_reqs]
         tokens = input_tokens(audio_reqs)
         agents.append(_agent("audio", model, audio_reqs, audio_hits, tokens, keys, AUDIO_ANSWER_TOKENS))
         clues = [agent_answer(h.text) if h is not None else None for h in audio_hits]  # as the run reads them
@@ -269,7 +269,8 @@ def plan(items: Sequence[dict[str, Any]], settings: MMESettings, engine: JudgeEn
     exact_reqs = [r for r, e in zip(judge_reqs, exact, strict=True) if e]
     exact_hits = iter(engine.lookup(exact_reqs))
     judge_hits = [next(exact_hits) if e else None for e in exact]
-    judge_keys = [r.cache_key() if e else None for r, e in zip(judge_reqs, exact, strict=True)]
+    listing = engine.served(ask=False)
+    judge_keys = [engine.key_of(r, listing) if e else None for r, e in zip(judge_reqs, exact, strict=True)]
     tokens = input_tokens(judge_reqs, extra)
     model = settings.model("judge")
     agents.append(_agent("judge", model, judge_reqs, judge_hits, tokens, judge_keys, JUDGE_ANSWER_TOKENS))

@@ -296,6 +296,7 @@ def _evaluate(records: list[dict[str, Any]], settings: MMESettings, args: Any) -
         "judge_protocol": settings.judge_protocol if api else None,
         "audio_clues": settings.audio_clues if api else None,
         "judge_models": settings.judge_models if api else None,
+        "judge_fingerprint": _fingerprint(settings) if api else None,
         "alpha": settings.alpha,
         "prompt_hashes": prompt_hashes(),
         "n_samples": len(items),
@@ -315,6 +316,16 @@ def _evaluate(records: list[dict[str, Any]], settings: MMESettings, args: Any) -
     rows = [log_row(item, j, s) for item, j, s in zip(items, judgements, samples, strict=True)]
     _write_logs(args, tasks, source, summary, rows)
     return TaskResult(metrics, samples, judgements, summary)
+
+
+def _fingerprint(settings: MMESettings) -> dict[str, Any]:
+    """The judge setup's fingerprint (`judge.judge_fingerprint`), with what the endpoint said it serves (asked once
+    per process, when the judge first ran: `judges.fingerprint.served_models`)."""
+    from judges.fingerprint import served_models
+
+    from .judge import judge_fingerprint
+
+    return judge_fingerprint(settings, served_models(settings.engine.endpoint))
 
 
 def _token_counts(items: Sequence[Mapping[str, Any]], label: str) -> list[int] | None:

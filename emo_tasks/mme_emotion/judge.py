@@ -122,6 +122,7 @@ def step_request(record: dict[str, Any], settings: MMESettings) -> JudgeRequest:
         messages=step_messages(spec_for(record["mme_task"]), record["answer"], settings.judge_protocol),
         role="step",
         model=settings.judge_models["step"],
+        **sampling(settings, "step"),
         validate=step_validator() if guarded else None,
         sample_id=f"{record['mme_task']}:{record['row']}",
     )
@@ -144,6 +145,7 @@ def audio_request(record: dict[str, Any], settings: MMESettings) -> JudgeRequest
         ],
         role="audio",
         model=settings.judge_models["audio"],
+        **sampling(settings, "audio"),
         sample_id=f"{record['mme_task']}:{record['row']}",
     )
 
@@ -173,9 +175,43 @@ def judge_request(
         messages=[text_message("system", protocol()["judge_system"]), user_message(text, frames)],
         role="judge",
         model=settings.judge_models["judge"],
+        **sampling(settings, "judge"),
         validate=score_validator(n_steps if guarded else None),
         sample_id=f"{record['mme_task']}:{record['row']}",
     )
+
+
+def sampling(settings: MMESettings, role: str) -> dict[str, Any]:
+    """A role's `JudgeRequest` sampling arguments under the preset: {} without one (the request's temperature 0, no
+    max_tokens, no other parameter: the requests, and so the cache keys, of the published protocol)."""
+    rest = settings.sampling_for(role)
+    if not rest:
+        return {}
+    out: dict[str, Any] = {"temperature": float(rest.pop("temperature", 0.0))}  # type: ignore[arg-type]
+    if rest.get("max_tokens") is not None:
+        out["max_tokens"] = int(rest.pop("max_tokens"))  # type: ignore[call-overload]
+    out["params"] = rest
+    return out
+
+
+def judge_fingerprint(settings: MMESettings, listing: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Any]:
+    """The fingerprint of MME-Emotion's judge setup (`judges.fingerprint.fingerprint`): per role its model, what
+    `listing` (the endpoint's `/models`) says is served under it, and its requests' sampling settings; the judge
+    protocol and the hash of the agents' prompt templates."""
+    from judges.fingerprint import fingerprint
+
+    from .protocol import prompt_hashes
+
+    hashes = prompt_hashes()
+    prompts: dict[str, Any] = {"step_agent": hashes["step_agent"], "judge": hashes["judge"]}
+    if settings.audio_clues == "live":
+        prompts["audio"] = protocol()["audio_template"]
+    roles = {
+        role: (model, JudgeRequest([], role=role, model=model, **sampling(settings, role)).payload_params())
+        for role, model in settings.models
+    }
+    name = f"mme-emotion {settings.judge_protocol}, alpha {settings.alpha:g}, audio clues {settings.audio_clues}"
+    return fingerprint(roles, protocol=name, prompts=prompts, listing=listing)
 
 
 def frames_part(record: dict[str, Any]) -> VideoFramesPart:

@@ -211,17 +211,25 @@ def read_samples(run_dir: Path, results_file: Path, task: str, config: dict[str,
 def judge_setup(env: Mapping[str, str], extra_judge: bool = False) -> dict[str, Any]:
     """What of MME-Emotion's judge can change its numbers: the models per role (the audio agent only when clues
     are made live), the protocol, alpha and the audio clues (for the judge stage's folder name and results)."""
-    from judges.config import model_for_role
+    from dataclasses import replace
 
-    from .settings import MMESettings
+    from judges.config import model_for_role
+    from judges.fingerprint import served_models
+
+    from .judge import judge_fingerprint
+    from .settings import MMESettings, role_sampling
 
     mme = MMESettings.from_env({**env, "EMO_JUDGE": "defer"}, "benchmark")  # the values, no endpoint check
     roles = ("step", "judge", "audio") if mme.audio_clues == "live" else ("step", "judge")
+    models = {role: model_for_role(role, env) for role in roles}
+    judged = replace(mme, models=tuple(models.items()), sampling=role_sampling(roles, env))
     return {
-        "models": {role: model_for_role(role, env) for role in roles},
+        "models": models,
         "protocol": mme.judge_protocol,
         "alpha": mme.alpha,
         "audio_clues": mme.audio_clues,
+        # the judge is about to run: the endpoint is asked what it serves (once per process)
+        "judge_fingerprint": judge_fingerprint(judged, served_models(mme.engine.endpoint)),
     }
 
 

@@ -22,6 +22,7 @@ from judges.config import (
     MediaSettings,
     model_for_role,
     render_workers,
+    sampling_for_role,
 )
 from judges.frames import frame_cache_max_bytes
 
@@ -67,6 +68,9 @@ class MMESettings:
     frame_cache_max_bytes: int = 0
     #: processes rendering judge frames in the background (EMO_RENDER_WORKERS; 0: in the request threads)
     render_workers: int = 0
+    #: (role, ((setting, value), ...)): the sampling settings a preset (EMO_JUDGE_PRESET) sends with each role's
+    #: requests; empty without a preset or under `paper` (temperature 0 only, as always)
+    sampling: tuple[tuple[str, tuple[tuple[str, object], ...]], ...] = ()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], source: str) -> MMESettings:
@@ -82,9 +86,11 @@ class MMESettings:
         engine = EngineSettings.from_env(env, cache_dir=common.cache_dir)
         mode = resolve_judge_mode(requested, engine.endpoint, source)
         models: tuple[tuple[str, str], ...] = ()
+        sampling: tuple[tuple[str, tuple[tuple[str, object], ...]], ...] = ()
         if mode == "api":
             roles = ("step", "judge", "audio") if clues == "live" else ("step", "judge")
             models = tuple((role, model_for_role(role, env)) for role in roles)
+            sampling = role_sampling(roles, env)
         hub_id = (env.get("EMO_MME_HUB_ID") or "").strip() or HUB_ID
         frame_cache = frame_cache_max_bytes(env)  # EMO_FRAME_CACHE_MAX_MB, checked here like the rest
         workers = render_workers(env)
@@ -100,6 +106,7 @@ class MMESettings:
             hub_id=hub_id,
             frame_cache_max_bytes=frame_cache,
             render_workers=workers,
+            sampling=sampling,
         )
 
     @property
@@ -120,10 +127,22 @@ class MMESettings:
                 return model
         raise JudgeConfigError(f"no model resolved for the '{role}' judge role (judge mode {self.judge_mode})")
 
+    def sampling_for(self, role: str) -> dict[str, object]:
+        """The sampling settings of `role`'s requests under the preset ({}: the requests' own temperature 0)."""
+        return dict(dict(self.sampling).get(role) or ())
+
     @property
     def judge_models(self) -> dict[str, str]:
         """{role: model}, as the judge summary records it."""
         return dict(self.models)
+
+
+def role_sampling(
+    roles: tuple[str, ...], env: Mapping[str, str]
+) -> tuple[tuple[str, tuple[tuple[str, object], ...]], ...]:
+    """`MMESettings.sampling` for `roles`: each role's preset sampling settings, sorted; roles without any left out."""
+    pairs = ((role, tuple(sorted(sampling_for_role(role, env).items()))) for role in roles)
+    return tuple((role, items) for role, items in pairs if items)
 
 
 def resolve_judge_mode(requested: str, endpoint: EndpointConfig, source: str) -> str:

@@ -191,10 +191,13 @@ def build_requests(
     predictions_by_model: Sequence[dict[Item, dict[str, Any]]],
     seed: int = 0,
     judge_model: str | None = None,
+    sampling: Sequence[tuple[str, object]] = (),
 ) -> list[tuple[Item, JudgeRequest]]:
     """One judge request per (image, emotion) with at least one parsed prediction, in data then EMOTIONS order.
-    `judge_model`: the model to ask (the settings' EMO_JUDGE_MODEL); None leaves it to the engine's "judge" role."""
+    `judge_model`: the model to ask (the settings' EMO_JUDGE_MODEL); None leaves it to the engine's "judge" role.
+    `sampling`: a preset's sampling settings (`MultiEmoSettings.judge_sampling`); none: temperature 0 only."""
     out: list[tuple[Item, JudgeRequest]] = []
+    extra = request_sampling(sampling)
     for img in images:
         for emotion in EMOTIONS:
             key = (img["image_id"], emotion)
@@ -206,12 +209,35 @@ def build_requests(
                 [user_message(ImagePart(img["image_path"], max_side=IMAGE_MAX_SIDE), prompt_text(emotion, shown))],
                 role="judge",
                 model=judge_model,
-                temperature=0.0,
+                **extra,
                 validate=final_score_validator,
                 sample_id=f"{key[0]}/{emotion}",
             )
             out.append((key, request))
     return out
+
+
+def request_sampling(sampling: Sequence[tuple[str, object]]) -> dict[str, Any]:
+    """The `JudgeRequest` sampling arguments for a preset's settings: temperature 0 alone without any (the requests,
+    and cache keys, as always)."""
+    rest = dict(sampling)
+    out: dict[str, Any] = {"temperature": float(rest.pop("temperature", 0.0))}  # type: ignore[arg-type]
+    if rest.get("max_tokens") is not None:
+        out["max_tokens"] = int(rest.pop("max_tokens"))  # type: ignore[call-overload]
+    if rest:
+        out["params"] = rest
+    return out
+
+
+def judge_fingerprint(settings: MultiEmoSettings, listing: Any = None) -> dict[str, Any]:
+    """The fingerprint of the optional judge's setup (`judges.fingerprint.fingerprint`): its model, what `listing`
+    (the endpoint's `/models`) says is served under it, its sampling settings and the hash of judge.yml."""
+    from judges.fingerprint import fingerprint
+
+    params = JudgeRequest([], model=settings.judge_model, **request_sampling(settings.judge_sampling)).payload_params()
+    return fingerprint(
+        {"judge": (settings.judge_model, params)}, protocol="multiemo judge", prompts=prompt_spec(), listing=listing
+    )
 
 
 def judge_rows(
@@ -227,7 +253,9 @@ def judge_rows(
     `settings` (its answer cache), and return (rows, number of requests, the batch's BatchStats).  `rows`: 8 per
     image, in `evaluated` then EMOTIONS order, in the predictions format (`score` None with parse_status
     "judge_failed" or "no_candidates" when there is no usable judged score)."""
-    pairs = build_requests(evaluated, predictions, seed=seed, judge_model=settings.judge_model)
+    pairs = build_requests(
+        evaluated, predictions, seed=seed, judge_model=settings.judge_model, sampling=settings.judge_sampling
+    )
     batch = run_batch([req for _, req in pairs], desc=desc, progress=progress, settings=settings.engine)
 
     judged: dict[Item, dict[str, Any]] = {}
@@ -398,6 +426,7 @@ def judge_run_predictions(
     atomically.
     """
     from emo_tasks.common import atomic_write_text
+    from judges.fingerprint import served_models
 
     settings = _run_settings(records, settings)
     images = _run_images(records, settings)
@@ -413,6 +442,7 @@ def judge_run_predictions(
     summary = {
         "judged_metrics": metrics,
         "judge_model": settings.judge_model,
+        "judge_fingerprint": judge_fingerprint(settings, served_models(settings.engine.endpoint)),
         "n_items": n_items,
         "n_judge_failed": sum(r["parse_status"] == "judge_failed" for r in rows),
         "n_judge_truncated": n_truncated(rows),
@@ -451,13 +481,17 @@ def plan(
     settings = _run_settings(records, settings)
     engine = get_engine(settings.engine) if engine is None else engine
     images = _run_images(records, settings)
-    requests = [req for _, req in build_requests(images, [run_predictions(records)], judge_model=settings.judge_model)]
+    built = build_requests(
+        images, [run_predictions(records)], judge_model=settings.judge_model, sampling=settings.judge_sampling
+    )
+    requests = [req for _, req in built]
     hits = engine.lookup(requests)
     seen: set[str] = set()
     to_send: list[JudgeRequest] = []
     cached_output = 0
+    listing = engine.served(ask=False)
     for req, hit in zip(requests, hits, strict=True):
-        key = req.cache_key()
+        key = engine.key_of(req, listing)
         if key in seen:
             continue
         seen.add(key)

@@ -78,9 +78,17 @@ def sample_values(rows: list[dict[str, Any]], reference: Reference = reference_i
 def judge_setup(env: Mapping[str, str], extra_judge: bool = False) -> dict[str, Any]:
     """MultiEmo-Bench is scored without a judge; its optional LLM-as-a-judge stage (`--multiemo-judge`) adds the
     judge model (for the judge stage's folder name and results)."""
-    from judges.config import model_for_role
+    if not extra_judge:
+        return {}
+    from judges.fingerprint import served_models
 
-    return {"multiemo_judge": model_for_role("judge", env)} if extra_judge else {}
+    from .judge import judge_fingerprint
+    from .settings import MultiEmoSettings
+
+    settings = MultiEmoSettings.from_env(env, "sample")  # the judge's values; the data are not needed here
+    # the judge is about to run: the endpoint is asked what it serves (once per process)
+    fingerprint = judge_fingerprint(settings, served_models(settings.engine.endpoint))
+    return {"multiemo_judge": settings.judge_model, "judge_fingerprint": fingerprint}
 
 
 BENCHMARK = Benchmark(

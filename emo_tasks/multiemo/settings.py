@@ -21,7 +21,7 @@ from pathlib import Path
 
 from emo_tasks.datafiles import SOURCES, DataLocation
 from emo_tasks.settings import CommonSettings
-from judges.config import EngineSettings, model_for_role
+from judges.config import EngineSettings, model_for_role, sampling_for_role
 
 FIX = (
     "Set EMO_DATA_ROOT to a folder containing multiemo/multiemo.jsonl (format: see emo_tasks/multiemo/data.py and "
@@ -42,6 +42,9 @@ class MultiEmoSettings:
     #: a command line's --data, EMO_MULTIEMO_FILE or EMO_DATA_ROOT/multiemo/multiemo.jsonl, else the Hub dataset
     #: EMO_MULTIEMO_HUB_ID; empty for the sample, and when nothing is configured
     data: DataLocation = DataLocation()
+    #: the judge's sampling settings under a preset (EMO_JUDGE_PRESET), sorted (setting, value) pairs; empty
+    #: without one or under `paper` (temperature 0 only, as always)
+    judge_sampling: tuple[tuple[str, object], ...] = ()
 
     @classmethod
     def from_env(
@@ -69,4 +72,5 @@ class MultiEmoSettings:
                 title="MultiEmo-Bench",
                 fix=FIX,
             )
-        return cls(source, common, engine, judge_model, data)
+        sampling = tuple(sorted(sampling_for_role("judge", env).items()))
+        return cls(source, common, engine, judge_model, data, sampling)

@@ -24,6 +24,22 @@ SUMMARY_KEYS = (
 )
 
 
+#: The summary key of the judge fingerprint (docs/judges.md#judge-fingerprint), compared by `fingerprint_difference`.
+FINGERPRINT_KEY = "judge_fingerprint"
+
+
+def fingerprint_difference(base: Any, new: Any) -> str | None:
+    """What differs between two runs' judge fingerprints ("judge fingerprint: judge temperature 0.0 vs 0.2"), None
+    when they agree or when either run records none: a run made before fingerprints were recorded is compared on
+    what it does record (models, protocol, mode, alpha), so older baselines stay usable."""
+    from judges.fingerprint import difference
+
+    if not isinstance(base, Mapping) or not isinstance(new, Mapping):
+        return None
+    what = difference(base, new)
+    return f"judge fingerprint: {what}" if what else None
+
+
 @dataclass(frozen=True)
 class Difference:
     """One reason two runs are not comparable (`comparability`): its kind (data, rows, prompts, judges,
@@ -275,6 +291,9 @@ def setup_differences(base: Run, new: Run, names: tuple[str, str] = ("base", "ne
                 if bs.get(key) != ns.get(key):
                     what = f"{key} {bs.get(key)!r} vs {ns.get(key)!r}"
                     reasons.append(Difference(kind, f"{kind}: {task} {what}", what, (task,)))
+            what = fingerprint_difference(bs.get(FINGERPRINT_KEY), ns.get(FINGERPRINT_KEY))
+            if what:
+                reasons.append(Difference("judges", f"judges: {task} {what}", what, (task,)))
     for (bm, nm), tasks in media.items():
         what = (f"the medium differs: the {names[0]} run's prompt asked about {bm!r} ({_sent(bm)}), the "
                 f"{names[1]} run's about {nm!r} ({_sent(nm)})")  # fmt: skip

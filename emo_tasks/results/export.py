@@ -32,12 +32,13 @@ provenance.json (every format)
 `{"schema": "emo-tasks-export/1", "format", "generated_by", "emo_tasks_version", "lmms_eval_version", "model",
 "model_args", "model_name", "run_dir", "results_file", "date", "tasks": {<lmms-eval task>: {"data_hash",
 "n_scored", "n_failed", "prompt_hashes", "judge_models", "api_models", "alpha", "judge_protocol",
-"judge_mode"}}, "metrics": {task: {metric: {value, ci_low, ci_high, n}}}, "files": [str]}` (`data_hash`:
-sha256[:16] over the sorted (doc_id, target) of the task's sample log, `report.data_hash`; judge fields from the
-benchmark's own summary of the task (`Benchmark.read_samples(...).summary`, `reader.Run.summaries`: MME's
-`_summary.json`), None for benchmarks that write none; CIs from the report's bootstrap; `files`: every file the
-export wrote, relative POSIX paths, provenance.json included, the list `summary.json` "files" repeats and a later
-`--force` removes).
+"judge_mode", "judge_fingerprint"}}, "metrics": {task: {metric: {value, ci_low, ci_high, n}}}, "files": [str]}`
+(`data_hash`: sha256[:16] over the sorted (doc_id, target) of the task's sample log, `report.data_hash`; judge
+fields from the benchmark's own summary of the task (`Benchmark.read_samples(...).summary`,
+`reader.Run.summaries`: MME's `_summary.json`; `judge_fingerprint`: docs/judges.md#judge-fingerprint, None for
+runs made before it was recorded), None for benchmarks that write none; CIs from the report's bootstrap;
+`files`: every file the export wrote, relative POSIX paths, provenance.json included, the list `summary.json`
+"files" repeats and a later `--force` removes).
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "alpha": (int, float, type(None)),
         "judge_protocol": STR_OR_NONE,
         "judge_mode": STR_OR_NONE,
+        "judge_fingerprint": (dict, type(None)),
     },
 }
 
@@ -445,6 +447,7 @@ def provenance(
             "alpha": s.get("alpha"),
             "judge_protocol": s.get("judge_protocol"),
             "judge_mode": s.get("judge_mode"),
+            "judge_fingerprint": s.get("judge_fingerprint"),
         }
     metrics: dict[str, dict[str, Any]] = {}
     try:

@@ -21,6 +21,7 @@ beside a log is read one way (`read_summary`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -329,7 +330,10 @@ def judge_setup_text(setup: Any) -> str | None:
     if isinstance(setup.get("models"), dict):
         parts.append(", ".join(f"{role} {model}" for role, model in setup["models"].items()))
     for key, value in setup.items():  # what the benchmarks recorded (protocol, alpha, ...), then the endpoint
-        if key not in ("judge_mode", "models") and value is not None:
+        if key == "judge_fingerprint" and value is not None:  # a JSON value: named by a short hash, not dumped
+            digest = hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:10]
+            parts.append(f"judge fingerprint {digest}")
+        elif key not in ("judge_mode", "models") and value is not None:
             parts.append(f"{key.replace('_', ' ')} {value}")
     return "; ".join(parts)
 

@@ -58,11 +58,16 @@ def test_each_benchmark_adds_its_own_part_of_the_setup() -> None:
     MME-Emotion task."""
     env = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "EMO_JUDGE_MODEL": "jm"}
     extra = judge_setup(env, ["multiemo_sample"], extra_judge=True)
+    fingerprint = extra.pop("judge_fingerprint")
     assert extra == {"judge_mode": "api", "multiemo_judge": "jm", "endpoint": "127.0.0.1:9"}
-    assert judge_slug(extra).startswith("multiemo-judge-")
+    # each benchmark's fingerprint under its key; no /models at 127.0.0.1:9, so what is served is "not reported"
+    assert list(fingerprint) == ["multiemo"] and fingerprint["multiemo"]["roles"]["judge"]["model"] == "jm"
+    assert fingerprint["multiemo"]["roles"]["judge"]["served"] == "not reported"
+    assert judge_slug({**extra, "judge_fingerprint": fingerprint}).startswith("multiemo-judge-")
     assert judge_setup(env, ["multiemo_sample"]) == {"judge_mode": "api"}
     both = judge_setup(env, ["mme_emotion_sample_er_lab", "multiemo_sample"], extra_judge=True)
     assert both["multiemo_judge"] == "jm" and both["models"]["judge"] == "jm" and both["endpoint"] == "127.0.0.1:9"
+    assert sorted(both["judge_fingerprint"]) == ["mme", "multiemo"]
     assert judge_slug(both).startswith("judge=jm,step=")
     assert "models" not in judge_setup(env, ["mvei", "multiemo"], extra_judge=True)
 

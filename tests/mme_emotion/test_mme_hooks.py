@@ -111,7 +111,8 @@ LOG_FIELDS = [
     "strict_recognition", "predicted_labels", "cached", "video_identity", "raw_answers",
 ]  # fmt: skip
 SUMMARY_KEYS = [
-    "benchmark", "tasks", "data_source", "judge_mode", "judge_protocol", "audio_clues", "judge_models", "alpha",
+    "benchmark", "tasks", "data_source", "judge_mode", "judge_protocol", "audio_clues", "judge_models",
+    "judge_fingerprint", "alpha",
     "prompt_hashes", "n_samples", "metrics", "judge_failures", "n_rule_differs", "per_category", "seconds",
     "n_judge_truncated",
 ]  # fmt: skip

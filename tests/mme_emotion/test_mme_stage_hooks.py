@@ -240,8 +240,9 @@ def test_summary_records_endpoint_api_models_and_usage(tmp_path: Path) -> None:
     for key in ("judge_models", "judge_protocol", "judge_mode", "alpha", "prompt_hashes", "data_source",
                 "judge_failures"):  # fmt: skip
         assert s1[key] == s2[key]
-    assert list(s1)[:15] == [
-        "benchmark", "tasks", "data_source", "judge_mode", "judge_protocol", "audio_clues", "judge_models", "alpha",
+    assert list(s1)[:16] == [
+        "benchmark", "tasks", "data_source", "judge_mode", "judge_protocol", "audio_clues", "judge_models",
+        "judge_fingerprint", "alpha",
         "prompt_hashes", "n_samples", "metrics", "judge_failures", "n_rule_differs", "per_category", "seconds",
     ]  # fmt: skip
 
