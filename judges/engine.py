@@ -45,7 +45,7 @@ from .endpoint import (
     status_summary,
 )
 from .fingerprint import forget_served, served_identity, served_key_part, served_models
-from .modelgate import ModelGate
+from .modelgate import BatchHealth, ModelGate
 from .reasoning import cut_off
 from .request import BatchResult, BatchStats, JudgeRequest, JudgeResult
 
@@ -56,7 +56,6 @@ R = TypeVar("R")
 #: A batch whose failure share passes this prints a warning on stderr (lmms-eval's console), not only in the log.
 FAILURE_SHARE_WARNING = 0.1
 #: Reasons that, when every answer of a batch so far failed with them, say the endpoint is down or refuses us.
-_FATAL_AT_START = frozenset({"connection", "timeout", "http_401", "http_403", "http_404"})
 
 
 class JudgeEngine:
@@ -275,7 +274,7 @@ class JudgeEngine:
         desc: str = "judge",
     ) -> dict[str, JudgeResult]:
         client = self._get_client()
-        health = _BatchHealth(desc, self.endpoint.host, min(self.endpoint.concurrency, len(items)))
+        health = BatchHealth(desc, self.endpoint.host, min(self.endpoint.concurrency, len(items)))
 
         async def one(key: str, req: JudgeRequest) -> tuple[str, JudgeResult]:
             await req.media_ready()
@@ -287,10 +286,10 @@ class JudgeEngine:
         return dict(pairs)
 
     async def _call(
-        self, client: Any, key: str, req: JudgeRequest, stats: BatchStats, health: _BatchHealth | None = None
+        self, client: Any, key: str, req: JudgeRequest, stats: BatchStats, health: BatchHealth | None = None
     ) -> JudgeResult:
         ep = self.endpoint
-        health = health or _BatchHealth("judge", ep.host, ep.concurrency)
+        health = health or BatchHealth("judge", ep.host, ep.concurrency)
         assert self._sem is not None
         model = req.resolved_model()
         gate = self._models
@@ -302,7 +301,7 @@ class JudgeEngine:
                 gate.settle(model)
 
     async def _call_admitted(
-        self, client: Any, key: str, req: JudgeRequest, stats: BatchStats, health: _BatchHealth, model: str,
+        self, client: Any, key: str, req: JudgeRequest, stats: BatchStats, health: BatchHealth, model: str,
         first: bool,
     ) -> JudgeResult:  # fmt: skip
         ep = self.endpoint
@@ -404,43 +403,6 @@ async def gather_all(coros: Sequence[Coroutine[Any, Any, Any]]) -> list[Any]:
     return [task.result() for task in tasks]
 
 
-class _BatchHealth:
-    """Whether a batch's endpoint looks down: `threshold` consecutive connection, timeout or auth failures before
-    any answer.  Then nothing more is sent in this batch: the remaining requests fail at once with that reason,
-    and one line on stderr says so (a dead endpoint must not cost minutes per task)."""
-
-    def __init__(self, desc: str, host: str, threshold: int) -> None:
-        self.desc, self.host, self.threshold = desc, host, max(2, threshold)
-        self.answers = 0
-        self.consecutive = 0
-        self.reason: str | None = None
-        self.detail: str | None = None
-
-    @property
-    def down(self) -> bool:
-        return self.reason is not None
-
-    def answered(self) -> None:
-        self.answers += 1
-        self.consecutive = 0
-
-    def failed(self, reason: str, detail: str) -> None:
-        if self.down or self.answers or reason not in _FATAL_AT_START:
-            if reason not in _FATAL_AT_START:
-                self.consecutive = 0
-            return
-        self.consecutive += 1
-        if self.consecutive >= self.threshold:
-            self.reason = reason
-            self.detail = f"not sent: {self.host} failed {self.consecutive} times in a row ({detail})"
-            print(
-                f"emo-tasks judges: {self.desc}: stopped sending to {self.host} after {self.consecutive} {reason} "
-                f"failures in a row at the start of the batch; the remaining requests fail with that reason",
-                file=sys.stderr,
-                flush=True,
-            )
-
-
 class Lane:
     """One agent's share of a pipelined run (`JudgeEngine.run_pipeline`): `await lane.ask(request)` on the
     engine's loop as each request becomes known, `lane.finish()` when none is left.
@@ -464,7 +426,7 @@ class Lane:
         self._results: list[JudgeResult] = []
         self._seen: dict[str, asyncio.Future[tuple[JudgeResult, bool]]] = {}
         concurrency = engine.endpoint.concurrency
-        self._health = _BatchHealth(desc, engine.endpoint.host, min(concurrency, expected or concurrency))
+        self._health = BatchHealth(desc, engine.endpoint.host, min(concurrency, expected or concurrency))
         self._usable = False
         self._lookups: dict[str, list[asyncio.Future[Any]]] = {}
         self._looking_up = False
