@@ -10,8 +10,10 @@ The rules (tags matched case-insensitively):
   is bit-for-bit the same);
 - a closing tag (with or without its opening tag: a chat template may prefill the opening one): the answer is
   what follows the **last** closing tag, leading whitespace removed; the reasoning is what precedes it;
-- an opening tag that no closing tag follows: the answer was cut off inside its reasoning, there is no answer
-  part (`truncated`).
+- an opening tag that starts the text (after whitespace) and that no closing tag follows: the answer was cut off
+  inside its reasoning, there is no answer part (`truncated`);
+- an opening tag with no closing tag anywhere, after other text: a plain answer that happens to write the tag (a
+  judge without reasoning quoting `<analysis>`, say), read unchanged as the official parsers read it.
 """
 
 from __future__ import annotations
@@ -48,8 +50,10 @@ def split_reasoning(text: str | None) -> Split:
     if not tags:
         return Split(text)
     closings = [m for m in tags if m.group(1)]
-    if not closings:  # an opening tag never closed: cut off while reasoning
-        return Split(None, _strip_tags(text[tags[0].end() :]), truncated=True)
+    if not closings:
+        if text[: tags[0].start()].strip():  # a tag inside a plain answer, not reasoning the answer starts with
+            return Split(text)
+        return Split(None, _strip_tags(text[tags[0].end() :]), truncated=True)  # cut off while reasoning
     last = closings[-1]
     reasoning = _strip_tags(text[: last.start()])
     if any(not m.group(1) and m.start() > last.start() for m in tags):  # reasoning opened again, never closed

@@ -34,11 +34,21 @@ def test_an_unclosed_tag_is_an_answer_cut_off_inside_its_reasoning() -> None:
     split = split_reasoning(f"<think>still weighing {DECOY}")
     assert split.truncated and split.answer is None and split.reasoned
     assert cut_off(f"<think>still weighing {DECOY}")
+    assert split_reasoning(f"  \n<ANALYSIS> {DECOY}").truncated  # whitespace before it is still the start
     # a second reasoning block opened after the first and never closed: cut off too
     assert split_reasoning(f"<think>a</think>{ANSWER}<think>more").answer is None
     # an answer that ends right after its reasoning at the token limit: nothing to read
     assert cut_off("<think>long</think>\n", "length") and not cut_off("<think>long</think>\n", "stop")
     assert not cut_off(f"<think>a</think>{ANSWER}", "length")
+
+
+def test_an_unclosed_tag_inside_a_plain_answer_leaves_the_answer_as_the_official_parser_reads_it() -> None:
+    """A judge without reasoning that writes `<analysis>` after its answer began (and never closes it) keeps its
+    answer: it is read unchanged, not counted as cut off."""
+    text = f"{ANSWER}\nMy <analysis> of the steps is above."
+    split = split_reasoning(text)
+    assert split.answer is text and not split.truncated and not split.reasoned
+    assert not cut_off(text, "stop") and answer_part(text) is text
 
 
 def test_nested_and_multiple_blocks_keep_what_follows_the_last_closing_tag() -> None:
