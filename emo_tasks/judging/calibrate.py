@@ -324,7 +324,7 @@ def calibrate(
         tolerance={"default": tolerance.get(None, DEFAULT_TOLERANCE), **{m: v for m, v in tol.items()}},
         rule=RULE.format(pct=pct),
         level=LEVEL,
-        created=created or datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        created=created or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         extra={
             "resamples": resamples,
             "seed": seed,
