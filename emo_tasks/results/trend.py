@@ -41,6 +41,7 @@ the calibrated shift and Δ is the adjusted value's (docs/ci.md#moving-a-baselin
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -499,7 +500,17 @@ def trend_figure(ordering: Ordering, series: Sequence[Series], changes: Sequence
     foot = [f"break {k} (before {run_text(ordering, c.index)}): {c.summary()}" for k, c in enumerate(changes, 1)]
     foot += [f"judge change (before {run_text(ordering, c.index)}), carried by {c.calibration.path}: "  # type: ignore[union-attr]
              f"{c.summary()}" for c in crossings]  # fmt: skip
-    height = 3.4 * nrows + 0.6 + 0.22 * len(foot)
+    # wrapped to the figure's width (about 12 characters an inch at the title's size, 16 at the footnotes'): a
+    # one-panel figure is 4.2 inches wide, and a line longer than that was cut off at both edges
+    foot = [part for line in foot for part in textwrap.wrap(line, int(4.2 * ncols * 16))]
+    title = f"emo-tasks trend ({ordering.how} order): line = value, band = 95 % bootstrap CI, n/a = not available"
+    if changes:
+        title += "\ndashed red line = a break: the runs on either side are not comparable (--allow-mixed)"
+    if crossings:
+        title += ("\ndotted purple line = a judge change carried by --calibration; orange = the values after it "
+                  "adjusted by the calibrated shift")  # fmt: skip
+    title_lines = [part for line in title.split("\n") for part in textwrap.wrap(line, int(4.2 * ncols * 12))]
+    height = 3.4 * nrows + 0.6 + 0.22 * len(foot) + 0.17 * max(0, len(title_lines) - 1)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, height), squeeze=False)
     by_checkpoint = ordering.how == "checkpoint"
     x = np.array(ordering.keys if by_checkpoint else range(1, len(ordering.runs) + 1), dtype=float)
@@ -563,18 +574,15 @@ def trend_figure(ordering: Ordering, series: Sequence[Series], changes: Sequence
         ax.axis("off")
     if not series:
         axes[0][0].text(0.5, 0.5, "no headline metric in these runs", ha="center", va="center")
-    title = f"emo-tasks trend ({ordering.how} order): line = value, band = 95 % bootstrap CI, n/a = not available"
-    if changes:
-        title += "\ndashed red line = a break: the runs on either side are not comparable (--allow-mixed)"
     if crossings:
-        title += ("\ndotted purple line = a judge change carried by --calibration; orange = the values after it "
-                  "adjusted by the calibrated shift")  # fmt: skip
         for ax in list(axes.flat)[: len(series)]:
-            ax.legend(fontsize=6, loc="lower left")
-    fig.suptitle(title, fontsize=10)
+            ax.legend(fontsize=6, loc="best")  # where it hides no point
+    fig.suptitle("\n".join(title_lines), fontsize=10)
+    color = "tab:red"
     for k, line in enumerate(foot):
-        fig.text(0.01, 0.01 + 0.22 * (len(foot) - 1 - k) / height, line if len(line) <= 220 else line[:219] + "…",
-                 fontsize=7, color="tab:purple" if line.startswith("judge change") else "tab:red", ha="left",
+        if line.startswith(("break ", "judge change ")):  # a wrapped line keeps its footnote's colour
+            color = "tab:purple" if line.startswith("judge change") else "tab:red"
+        fig.text(0.01, 0.01 + 0.22 * (len(foot) - 1 - k) / height, line, fontsize=7, color=color, ha="left",
                  va="bottom")  # fmt: skip
     fig.tight_layout(rect=(0, (0.22 * len(foot) + 0.1) / height if foot else 0, 1, 1))
     return fig

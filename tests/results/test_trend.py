@@ -286,6 +286,15 @@ def test_a_judge_change_a_calibration_carries_is_marked_and_adjusted_not_a_break
     adjusted = [x for x in lines if x.get_marker() == "s"]
     assert len(adjusted) == 1 and list(adjusted[0].get_ydata()) == [45.0, 50.0, 40.0]
     assert [list(x.get_xdata()) for x in lines if x.get_linestyle() == ":"] == [[2.5, 2.5]]
+    # every line of the title and the footnotes fits the one-panel figure (the title's legend was cut at both edges)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    width = fig.get_window_extent(renderer).width
+    texts = [fig._suptitle, *fig.texts]  # type: ignore[attr-defined]
+    assert len(texts) >= 3 and any("judge change (before ckpt-3" in t.get_text() for t in fig.texts)
+    for text in texts:
+        box = text.get_window_extent(renderer)
+        assert box.x0 >= 0 and box.x1 <= width, (text.get_text(), box.x0, box.x1, width)
     plt.close(fig)
     # a calibration of another candidate judge does not carry it: still refused, saying why
     with pytest.raises(trend.TrendError, match=r"the candidate judge \(the later run's\) differs in judge_models"):
