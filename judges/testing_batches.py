@@ -1,5 +1,6 @@
-"""Testing utility, not part of the engine: the loopback server (`judges.testing.LoopbackServer`) with OpenAI's
-Files and Batches routes, whose batches follow scripted life cycles
+"""Testing utility, not part of the engine: a loopback OpenAI Files + Batches server with scripted life cycles.
+
+It is `judges.testing.LoopbackServer` (chat completions, `GET /models`) plus OpenAI's Files and Batches routes
 (`python -m judges.testing_batches --port 8765 --end expired` serves echo answers on 127.0.0.1).
 
 Why it exists: batch judging must be proven through the real openai SDK against a server that checks an input
@@ -385,10 +386,8 @@ class BatchServer(LoopbackServer):
             target = self._target(batch)
             nth = batch.steps[: batch.step + 1].count("in_progress")
             self._run(batch, target * nth // life.in_progress)
-        elif status in ("finalizing", "completed", "expired") or (status, batch.cancelled_by_client) == (
-            "cancelling",
-            False,
-        ):
+        elif status in ("finalizing", "completed", "expired", "cancelling"):
+            # a client's cancel jumps to cancelling without this step: only a scripted cancel runs `answered` lines
             self._run(batch, self._target(batch))
         if status in TERMINAL and status != "failed":
             self._write_files(batch)
