@@ -142,11 +142,17 @@ class BatchServer(LoopbackServer):
         max_requests: int = 50_000,
         max_bytes: int = 200 * 1024 * 1024,
         line_check: Callable[[dict[str, Any]], tuple[str, str] | None] | None = None,
+        fault: Callable[[str, int], Reply | None] | None = None,
         **kwargs: Any,
     ) -> None:
         """lifecycles: one per created batch, in order; then `default_lifecycle` (completed).  lifecycle_for(n,
         lines), when given, chooses instead (n counts batches from 0).  max_requests / max_bytes: the provider's
-        limits per input file.  line_check(line) -> (code, message) refuses a line, e.g. one with images."""
+        limits per input file.  line_check(line) -> (code, message) refuses a line, e.g. one with images.
+
+        fault(route, nth) injects a fault into the nth request (from 1) of a route (one of ROUTES): a
+        Reply("status", status=429, retry_after=2) answers with that error and does nothing; Reply("drop") closes
+        the connection and does nothing; Reply("lost") does the work (stores the upload, creates the batch, moves
+        its status) and then closes the connection, so the client never learns of it.  None: served."""
         super().__init__(*args, **kwargs)
         self.lifecycles = list(lifecycles or [])
         self.default_lifecycle = default_lifecycle or Lifecycle()
@@ -155,6 +161,7 @@ class BatchServer(LoopbackServer):
         self.max_requests = max_requests
         self.max_bytes = max_bytes
         self.line_check = line_check
+        self.fault = fault
         self.files: dict[str, StoredFile] = {}
         self.batches: dict[str, BatchState] = {}
         #: counters: files uploaded (and their bytes), batches created, GETs of a batch per status shown,
@@ -167,6 +174,8 @@ class BatchServer(LoopbackServer):
         self.downloads = 0
         self.deletes = 0
         self.lines_run = 0
+        #: requests per route (ROUTES), faults injected or not
+        self.hits: Counter[str] = Counter()
         self._ids = itertools.count(1)
         self._token = uuid.uuid4().hex[:8]  # ids of two servers never collide
         self._batch_lock = threading.RLock()
@@ -183,6 +192,7 @@ class BatchServer(LoopbackServer):
                 "downloads": self.downloads,
                 "deletes": self.deletes,
                 "lines_run": self.lines_run,
+                "hits": dict(self.hits),
             }
 
     def _new_id(self, prefix: str) -> str:
@@ -201,9 +211,20 @@ class BatchServer(LoopbackServer):
             if not m:
                 return False
             kind, ident, action = m.groups()
-            if kind == "files":
-                return self._files_route(handler, method, ident, action, raw, url.query)
-            return self._batches_route(handler, method, ident, action, raw, url.query)
+            name = _route_name(kind, method, ident, action)
+            if name is None:
+                return False
+            self.hits[name] += 1
+            reply = self.fault(name, self.hits[name]) if self.fault is not None else None
+            if reply is not None and reply.kind != "lost":
+                _send_fault(handler, reply)
+                return True
+            serve = self._files_route if kind == "files" else self._batches_route
+            if reply is None:
+                return serve(handler, method, ident, action, raw, url.query)
+            serve(_Unsent(handler), method, ident, action, raw, url.query)  # done, but the answer is lost
+            _send_fault(handler, Reply("drop"))
+            return True
 
     def _files_route(
         self, handler: Any, method: str, ident: str | None, action: str | None, raw: bytes, query: str
@@ -462,6 +483,44 @@ class BatchServer(LoopbackServer):
                 )
                 self.files[stored.id] = stored
                 setattr(batch, attr, stored.id)
+
+
+#: the routes `fault` and `hits` name
+ROUTES = ("upload", "list_files", "file", "content", "delete", "create", "list_batches", "retrieve", "cancel")
+
+
+def _route_name(kind: str, method: str, ident: str | None, action: str | None) -> str | None:
+    if kind == "files":
+        names = {("POST", False, None): "upload", ("GET", False, None): "list_files", ("GET", True, None): "file"}
+        names |= {("GET", True, "content"): "content", ("DELETE", True, None): "delete"}
+    else:
+        names = {("POST", False, None): "create", ("GET", False, None): "list_batches"}
+        names |= {("GET", True, None): "retrieve", ("POST", True, "cancel"): "cancel"}
+    return names.get((method, ident is not None, action))
+
+
+class _Unsent:
+    """A handler whose answers go nowhere: the work of a request whose response the fault `lost` drops."""
+
+    def __init__(self, handler: Any) -> None:
+        self.headers = handler.headers
+
+    def _send_json(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def _send_raw(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+def _send_fault(handler: Any, reply: Reply) -> None:
+    if reply.kind == "status":
+        headers = {"Retry-After": f"{reply.retry_after:g}"} if reply.retry_after is not None else None
+        handler._send_json(reply.status, error_body(reply), headers)
+    elif reply.kind == "drop":
+        handler.close_connection = True
+        handler.connection.shutdown(2)
+    else:
+        raise ValueError(f"a route fault is a 'status', 'drop' or 'lost' Reply, not {reply.kind!r}")
 
 
 def _strip_v1(url: str) -> str:

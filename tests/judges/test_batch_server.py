@@ -303,3 +303,40 @@ def test_counters_can_be_read_from_another_process() -> None:
         _submit(client, [_line(0)])
         raw = client.get("/_loopback/counters", cast_to=object)
     assert raw["uploads"] == 1 and raw["batches_created"] == 1
+
+
+def test_route_faults_a_lost_answer_a_dropped_request_and_a_rate_limit() -> None:
+    """A lost answer is work done that the client never hears of (the case that tempts it to upload or submit
+    twice); a dropped request and an error reply do nothing."""
+    faults = {
+        ("upload", 1): Reply("lost"),
+        ("create", 1): Reply("drop"),
+        ("create", 2): Reply("lost"),
+        ("retrieve", 1): Reply("status", status=429, retry_after=1),
+    }
+    data = _jsonl([_line(i) for i in range(N)])
+    with BatchServer(fault=lambda route, nth: faults.get((route, nth))) as srv:
+        client = _client(srv)
+        with pytest.raises(openai.APIConnectionError):
+            client.files.create(file=("round.jsonl", io.BytesIO(data)), purpose="batch")
+        (stored,) = client.files.list()
+        assert (srv.uploads, stored.bytes, stored.purpose) == (1, len(data), "batch")
+
+        def create() -> Any:
+            return client.batches.create(
+                input_file_id=stored.id, endpoint="/v1/chat/completions", completion_window="24h"
+            )
+
+        with pytest.raises(openai.APIConnectionError):
+            create()
+        assert srv.batches_created == 0
+        with pytest.raises(openai.APIConnectionError):
+            create()
+        (batch,) = client.batches.list()
+        assert srv.batches_created == 1 and batch.status == "validating"
+        with pytest.raises(openai.RateLimitError) as limited:
+            client.batches.retrieve(batch.id)
+        assert limited.value.response.headers["Retry-After"] == "1" and srv.polls == {}
+        assert client.batches.retrieve(batch.id).status == "in_progress"  # the refused poll moved nothing
+        counters = srv.counters()
+    assert counters["hits"] == {"upload": 1, "list_files": 1, "create": 2, "list_batches": 1, "retrieve": 2}
