@@ -194,6 +194,12 @@ class LoopbackServer:
             self.calls.append(call)
             return call.attempt
 
+    def route(self, handler: BaseHTTPRequestHandler, method: str, raw: bytes) -> bool:
+        """Serve a route other than chat completions and `GET /models`; False: 404.  A subclass adds routes here
+        (`judges.testing_batches` adds Files and Batches); `handler` has `_send_json(status, payload)`,
+        `_send_raw(status, data, content_type)`, `path` and `headers`."""
+        return False
+
     def _leave(self) -> None:
         """Called just before the response is written, so a client's next request never overlaps this one."""
         with self._lock:
@@ -233,7 +239,11 @@ def _make_handler(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
                     return
                 listed = server.models if server.models is not None else [{"id": "loopback"}]
                 self._send_json(200, {"object": "list", "data": [{"object": "model", **m} for m in listed]})
-            else:
+            elif not server.route(self, "GET", b""):
+                self._send_json(404, {"error": {"message": "not found"}})
+
+        def do_DELETE(self) -> None:  # noqa: N802
+            if not server.route(self, "DELETE", b""):
                 self._send_json(404, {"error": {"message": "not found"}})
 
         def do_POST(self) -> None:  # noqa: N802
@@ -241,7 +251,8 @@ def _make_handler(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
             if not self.path.split("?")[0].endswith("/chat/completions"):
-                self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+                if not server.route(self, "POST", raw):
+                    self._send_json(404, {"error": {"message": f"no route {self.path}"}})
                 return
             try:
                 body = json.loads(raw or b"{}")
@@ -277,28 +288,13 @@ def _make_handler(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
                 time.sleep(reply.sleep_s)
                 reply = Reply(text=reply.text or "late answer")
             if reply.kind == "answer":
-                prompt_tokens = reply.prompt_tokens
-                if prompt_tokens is None:
-                    prompt_tokens = max(1, len(json.dumps(body.get("messages", ""))) // 4)
-                completion_tokens = reply.completion_tokens
-                if completion_tokens is None:
-                    completion_tokens = max(1, len(reply.text) // 4)
-                answer = _completion(reply.model or body.get("model"), reply.text, prompt_tokens, completion_tokens)
-                answer["choices"][0]["finish_reason"] = reply.finish_reason
-                if reply.reasoning is not None:
-                    answer["choices"][0]["message"]["reasoning_content"] = reply.reasoning
-                self._send_json(200, answer)
+                self._send_json(200, answer_completion(reply, body))
                 return "answer"
             if reply.kind == "status":
                 headers = {}
                 if reply.retry_after is not None:
                     headers["Retry-After"] = f"{reply.retry_after:g}"
-                msg = reply.text or f"injected HTTP {reply.status}"
-                self._send_json(
-                    reply.status,
-                    {"error": {"message": msg, "type": "injected", "code": reply.code or reply.status}},
-                    headers,
-                )
+                self._send_json(reply.status, error_body(reply), headers)
                 return f"http_{reply.status}"
             if reply.kind == "garbage":
                 self._send_raw(200, b"<html>this is not json{{{", "application/json")
@@ -320,6 +316,27 @@ def _make_handler(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
             raise ValueError(f"unknown reply kind {reply.kind!r}")
 
     return Handler
+
+
+def answer_completion(reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
+    """The chat completion an "answer" reply sends (the batch server writes the same into its output lines)."""
+    prompt_tokens = reply.prompt_tokens
+    if prompt_tokens is None:
+        prompt_tokens = max(1, len(json.dumps(body.get("messages", ""))) // 4)
+    completion_tokens = reply.completion_tokens
+    if completion_tokens is None:
+        completion_tokens = max(1, len(reply.text) // 4)
+    answer = _completion(reply.model or body.get("model"), reply.text, prompt_tokens, completion_tokens)
+    answer["choices"][0]["finish_reason"] = reply.finish_reason
+    if reply.reasoning is not None:
+        answer["choices"][0]["message"]["reasoning_content"] = reply.reasoning
+    return answer
+
+
+def error_body(reply: Reply) -> dict[str, Any]:
+    """The OpenAI-style error body of a "status" reply."""
+    msg = reply.text or f"injected HTTP {reply.status}"
+    return {"error": {"message": msg, "type": "injected", "code": reply.code or reply.status}}
 
 
 def _completion(model: Any, text: str, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
