@@ -360,7 +360,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--latency", type=float, default=0.0, help="seconds added to every request")
     args = ap.parse_args(argv)
-    srv = LoopbackServer(latency_s=args.latency, port=args.port).start()
+    serve_until_interrupted(LoopbackServer(latency_s=args.latency, port=args.port))
+
+
+def serve_until_interrupted(srv: LoopbackServer) -> None:
+    """Start `srv`, print its base URL (a script waiting on it reads that line) and serve until Ctrl-C: the
+    command-line form of every loopback server here."""
+    srv.start()
     print(srv.base_url, flush=True)
     try:
         while True:

@@ -34,7 +34,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from judges.testing import LoopbackServer, Reply, answer_completion, error_body
+from judges.testing import LoopbackServer, Reply, answer_completion, error_body, serve_until_interrupted
 
 #: statuses after which a batch never changes
 TERMINAL = ("completed", "expired", "failed", "cancelled")
@@ -610,13 +610,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--end", choices=TERMINAL, default="completed", help="how every batch ends")
     ap.add_argument("--seed", type=int, default=0, help="seed of the output files' shuffled order")
     args = ap.parse_args(argv)
-    srv = BatchServer(port=args.port, default_lifecycle=Lifecycle(end=args.end), seed=args.seed).start()
-    print(srv.base_url, flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        srv.stop()
+    serve_until_interrupted(BatchServer(port=args.port, default_lifecycle=Lifecycle(end=args.end), seed=args.seed))
 
 
 if __name__ == "__main__":
