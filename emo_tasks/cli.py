@@ -103,6 +103,31 @@ def _parser() -> argparse.ArgumentParser:
     j.add_argument("--dry-run", action="store_true", help="send nothing: requests, cached, tokens and cost")
     j.add_argument("--price", action="append", default=[], metavar="MODEL=IN/OUT", type=dryrun.price_arg,
                    help="USD per 1M input/output tokens for the cost estimate (repeatable)")  # fmt: skip
+    b = j.add_argument_group(
+        "batch judging",
+        "send the stage's requests through the provider's Batch API (OpenAI, Azure OpenAI: half price, answers "
+        "within 24 h) or as files for `vllm run-batch`; the same command resumes after a crash or the next day "
+        "(docs/judges.md#judging-in-batches)",
+    )
+    b.add_argument("--batch", action="store_true",
+                   help="judge through the configured API's Files and Batches endpoints, round by round")  # fmt: skip
+    b.add_argument("--batch-max-requests", type=cliargs.integer(1), default=None, metavar="N",
+                   help="requests per batch file (default 50000, OpenAI's limit)")  # fmt: skip
+    b.add_argument("--batch-max-mb", type=cliargs.number(0.001), default=None, metavar="MB",
+                   help="megabytes per batch file (default 200, OpenAI's limit)")  # fmt: skip
+    b.add_argument("--batch-poll", type=cliargs.number(0), default=60.0, metavar="S",
+                   help="seconds before the first poll of a batch's status; the wait grows (default 60)")  # fmt: skip
+    b.add_argument("--batch-submit-only", action="store_true",
+                   help="submit this round's batches and exit 5; the same command collects later")  # fmt: skip
+    b.add_argument("--batch-fallback", choices=("batch", "sync"), default="batch",
+                   help="a line that failed in a batch and may be retried: in a new batch (default) or sent "
+                   "directly")  # fmt: skip
+    b.add_argument("--batch-file", type=cliargs.out_folder("a folder for batch request files"), metavar="DIR",
+                   help="write each round's request files here for `vllm run-batch` (exit 5: run them)")  # fmt: skip
+    b.add_argument("--batch-results", type=cliargs.existing("a folder of batch output files"), metavar="DIR",
+                   help="read `vllm run-batch` output files from DIR and go on with the next round")  # fmt: skip
+    b.add_argument("--batch-discount", type=cliargs.number(0, 1, low_open=True), default=0.5, metavar="SHARE",
+                   help="--dry-run --batch: the batch price as a share of the usual one (default 0.5)")  # fmt: skip
 
     from emo_tasks.results.export import add_parser as add_export_parser
 

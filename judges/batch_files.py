@@ -77,3 +77,38 @@ def plan_files(lines: Iterable[tuple[str, int]], limits: BatchLimits) -> list[Fi
         cur.requests += 1
         cur.bytes += size
     return out
+
+
+#: --batch-fallback: what happens to a line that failed in a batch and may be tried again
+FALLBACKS = ("batch", "sync")
+
+
+@dataclass(frozen=True)
+class BatchOptions:
+    """How `emo-tasks judge --batch` sends the stage's requests (the command line's --batch-* flags).
+
+    `file_dir` (--batch-file): write each round's request files there for `vllm run-batch` instead of uploading;
+    `results_dir` (--batch-results): read their output files back from there (and write the next round's files
+    there).  `poll_s`: the first wait between polls (it grows).  `fallback`: "batch" sends a line that failed again
+    in a new batch, "sync" sends it directly.  `discount`: the batch price against the synchronous one (dry runs)."""
+
+    limits: BatchLimits = BatchLimits()
+    poll_s: float = 60.0
+    submit_only: bool = False
+    fallback: str = "batch"
+    file_dir: str | None = None
+    results_dir: str | None = None
+    discount: float = DEFAULT_DISCOUNT
+
+    def __post_init__(self) -> None:
+        if self.fallback not in FALLBACKS:
+            raise ValueError(f"--batch-fallback {self.fallback!r}: use one of {', '.join(FALLBACKS)}")
+        if not (0.0 < self.discount <= 1.0):
+            raise ValueError(f"--batch-discount {self.discount}: a share of the price, above 0 and at most 1")
+        if self.poll_s < 0:
+            raise ValueError(f"--batch-poll {self.poll_s}: seconds, at least 0")
+
+    @property
+    def local(self) -> bool:
+        """Request files on disk for `vllm run-batch`, not a provider's Batch API."""
+        return self.file_dir is not None or self.results_dir is not None

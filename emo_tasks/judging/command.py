@@ -36,6 +36,11 @@ def main_judge(args: argparse.Namespace) -> int:
         print(f"emo-tasks judge: --max-failure-share {share:g}: must be a share between 0 and 1", file=sys.stderr)
         return stage.EXIT_ERROR
     overrides = {var: getattr(args, flag) for flag, var in stage.MODEL_FLAGS.items()}
+    try:
+        batch = batch_options(args)
+    except ValueError as exc:
+        print(f"emo-tasks judge: {exc}", file=sys.stderr)
+        return stage.EXIT_ERROR
     return stage.judge_run(
         args.run,
         tasks=[t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None,
@@ -47,6 +52,37 @@ def main_judge(args: argparse.Namespace) -> int:
         run=args.pick,
         partial=args.partial,
         max_failure_share=share,
+        batch=batch,
+    )
+
+
+def batch_options(args: argparse.Namespace) -> Any:
+    """The --batch-* flags as `judges.batch_files.BatchOptions`, or None without --batch / --batch-file /
+    --batch-results; a --batch-* flag without them is an error (it would silently do nothing)."""
+    from judges.batch_files import DEFAULT_MAX_MB, DEFAULT_MAX_REQUESTS, BatchLimits, BatchOptions
+
+    batching = bool(getattr(args, "batch", False) or getattr(args, "batch_file", None)
+                    or getattr(args, "batch_results", None))  # fmt: skip
+    if not batching:
+        given = [flag for flag, value in (
+            ("--batch-max-requests", getattr(args, "batch_max_requests", None)),
+            ("--batch-max-mb", getattr(args, "batch_max_mb", None)),
+            ("--batch-submit-only", getattr(args, "batch_submit_only", False)),
+            ("--batch-fallback sync", getattr(args, "batch_fallback", "batch") == "sync"),
+        ) if value]  # fmt: skip
+        if given:
+            raise ValueError(f"{given[0]} needs --batch (or --batch-file / --batch-results)")
+        return None
+    max_requests = args.batch_max_requests or DEFAULT_MAX_REQUESTS
+    max_mb = args.batch_max_mb or DEFAULT_MAX_MB
+    return BatchOptions(
+        limits=BatchLimits(max_requests=max_requests, max_bytes=max(1024, int(max_mb * 1024 * 1024))),
+        poll_s=args.batch_poll,
+        submit_only=args.batch_submit_only,
+        fallback=args.batch_fallback,
+        file_dir=args.batch_file or args.batch_results,
+        results_dir=args.batch_results,
+        discount=args.batch_discount,
     )
 
 

@@ -53,7 +53,11 @@ def dry_run_env(env: Mapping[str, str], err: Any = None) -> dict[str, str]:
 
 
 def dry_run_report(
-    plans: Sequence[TaskPlan], prices: Mapping[str, tuple[float, float]], outp: Any, extra_judge: bool = False
+    plans: Sequence[TaskPlan],
+    prices: Mapping[str, tuple[float, float]],
+    outp: Any,
+    extra_judge: bool = False,
+    batch: Any = None,
 ) -> int:
     """Per task and agent: requests, cached, tokens and cost — sending nothing; then a Total line and what in it
     is an estimate."""

@@ -421,6 +421,7 @@ def judge_run(
     partial: bool = False,
     max_failure_share: float = DEFAULT_MAX_FAILURE_SHARE,
     keep: Mapping[str, Sequence[str]] | None = None,
+    batch: Any = None,
 ) -> int:
     """The whole stage; returns the exit code (messages go to `stream`, default stderr/stdout).  `keep` (dry runs
     only: `emo-tasks plan-gate` costs a planned subset): dataset_name -> the unit keys to count, the rest of the
@@ -466,7 +467,7 @@ def judge_run(
         if dry_run:
             from emo_tasks.judging.dryrun import dry_run_report
 
-            return dry_run_report(plans, prices or {}, outp, extra_judge)
+            return dry_run_report(plans, prices or {}, outp, extra_judge, batch=batch)
         setup = judge_setup(senv, names, extra_judge)
         out_dir = Path(out) if out is not None else judged_dir(run_path, setup)
         usable_out(out_dir)

@@ -11,6 +11,9 @@ from typing import Any
 from emo_tasks.benchmarks import Benchmark
 
 EXIT_OK, EXIT_REFUSED, EXIT_ERROR, EXIT_JUDGE_FAILURES = 0, 2, 3, 4
+#: `judge --batch`: batches are submitted (or request files written for `vllm run-batch`) and not all answered
+#: yet; nothing is written.  The same command collects and goes on.
+EXIT_PENDING = 5
 #: `judge` exits EXIT_JUDGE_FAILURES above this share of failed judgements (the default of `compare`'s gate).
 DEFAULT_MAX_FAILURE_SHARE = 0.1
 #: --judge-model / --step-model / --audio-model -> the variables the benchmarks' settings read.
