@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from .batch import BatchPending, active
 from .cache import JudgeCache
 from .config import EndpointConfig, EngineSettings, JudgeConfigError
 from .endpoint import (
@@ -184,6 +185,13 @@ class JudgeEngine:
         stats.cache_hits = sum(len(by_key[k]) for k in hits)
         misses = [k for k in by_key if k not in hits]
 
+        book = active() if misses else None
+        if book is not None:  # a batched stage: the book answers (or a request waits for a batch: BatchPending)
+            coro = book.resolve_many(self, [(k, first[k]) for k in misses])
+            for key, res in asyncio.run_coroutine_threadsafe(coro, self._ensure_loop()).result().items():
+                for n, i in enumerate(by_key[key]):
+                    results[i] = res if n == 0 else res.shared()
+            misses = [k for k in misses if results[by_key[k][0]] is None]  # the ones it sends directly
         show = self.progress if progress is None else progress
         bar = progress_bar(len(requests), desc, show)
         bar.update(len(requests) - sum(len(by_key[k]) for k in misses))
@@ -537,6 +545,11 @@ class Lane:
         hit = await self._lookup(key)
         if hit is not None:
             return JudgeResult.from_cache(key, hit), True
+        book = active()
+        if book is not None:  # a batched stage: the book answers, or the row waits for a batch (BatchPending)
+            res = await book.resolve(engine, key, req)
+            if res is not None:
+                return res, False
         if not self._usable:
             engine.endpoint.check_usable()
             self._usable = True
@@ -611,9 +624,12 @@ def run_agents(
     async def everything() -> list[Any]:
         window = asyncio.Semaphore(window_size)  # rows enter a window at a time, in order
 
-        async def one(lane: Mapping[str, Lane], item: T) -> R:
+        async def one(lane: Mapping[str, Lane], item: T) -> R | BatchPending:
             async with window:
-                return await row(lane, item)
+                try:
+                    return await row(lane, item)
+                except BatchPending as exc:  # a batched stage: this row waits for a batch, the others go on
+                    return exc
 
         return await gather_all([one(lane, item) for lane, group in zip(lanes, groups, strict=True) for item in group])
 
@@ -622,6 +638,9 @@ def run_agents(
     finally:
         for bar in bars.values():
             bar.close()
+    waiting = [r for r in flat if isinstance(r, BatchPending)]
+    if waiting:
+        raise waiting[0]
     stats = [{role: lane[role].finish() for role in agents} for lane in lanes]
     results, start = [], 0
     for group in groups:

@@ -472,9 +472,17 @@ def judge_run(
         out_dir = Path(out) if out is not None else judged_dir(run_path, setup)
         usable_out(out_dir)
         with _judge_lock(out_dir, err):
-            return _judge_and_write(
-                plans, kept, data, results_file, out_dir, senv, setup, extra_judge, max_failure_share, err, outp
-            )
+
+            def judge() -> int:
+                return _judge_and_write(
+                    plans, kept, data, results_file, out_dir, senv, setup, extra_judge, max_failure_share, err, outp
+                )
+
+            if batch is None:
+                return judge()
+            from emo_tasks.judging.batching import judge_in_batches
+
+            return judge_in_batches(judge, out_dir, senv, batch, err)
     except StageRefused as exc:
         print(f"emo-tasks judge: refused: {exc}", file=err)
         return EXIT_REFUSED
@@ -552,13 +560,30 @@ def _judge_and_write(
         ahead = getattr(hooks, "judge_ahead", None)
         if ahead is not None:
             ahead([p.records for p in plans if p.hooks is hooks])
+    from judges.batch import BatchPending
+
+    waiting: BatchPending | None = None  # a batched stage (`batching`): requests of this pass wait for a batch
+    waiting_hooks: set[int] = set()
     for plan in plans:
-        computed = plan.hooks.evaluate(plan.records, args)  # what lmms-eval reports: the table's metrics
+        if id(plan.hooks) in waiting_hooks:
+            continue  # its benchmark's pipeline waits already (it judged all its tasks at once)
+        try:
+            computed = plan.hooks.evaluate(plan.records, args)  # what lmms-eval reports: the table's metrics
+        except BatchPending as exc:
+            waiting = exc
+            waiting_hooks.add(id(plan.hooks))
+            continue
         values[plan.task] = {m.name: computed[m.name] for m in plan.bench.table}
         extra = getattr(plan.hooks, "judge_run_predictions", None)  # a benchmark's optional judge stage
         if extra_judge and extra is not None:
-            judged = extra(plan.records, None, out_dir)
+            try:
+                judged = extra(plan.records, None, out_dir)
+            except BatchPending as exc:  # the other tasks' requests still join this round
+                waiting = exc
+                continue
             values[plan.task].update({f"judged_{m.name}": judged[m.name] for m in plan.bench.table})
+    if waiting is not None:
+        raise waiting
     try:
         write_results(out_dir, results_file, data, plans, values, senv, kept, setup)
     except OSError as exc:

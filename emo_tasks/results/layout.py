@@ -32,6 +32,9 @@ JUDGE_LOG_SUFFIX = "_judge.jsonl"
 SUMMARY_SUFFIX = "_summary.json"
 #: An `EMO_JUDGE=defer` run's saved answers of a task without a sample log: `<name>_<stamp>_answers.jsonl`.
 ANSWERS_SUFFIX = "_answers.jsonl"
+#: The folder of a judged folder that `emo-tasks judge --batch` keeps its book of batches in (state.json: every file
+#: and batch id, what came back), its request files and the downloaded outputs: RUN/judged/<judge setup>/BATCH_DIR/.
+BATCH_DIR = "emo_tasks_batch"
 #: What a refused VLMEvalKit evaluation leaves in its run folder instead of results: why (`reader.refused_note`).
 REFUSED = "emo_tasks_refused.json"
 
