@@ -39,15 +39,16 @@ def judge_in_batches(
 
     if api is not None:
         endpoint.check_usable()
+    known = {f.name for f in book.files if f.failure}  # refusals an earlier process reported: resubmitted now
     with activated(book):
         while True:
             if api is not None:  # what ended since the last look (a batch submitted by an earlier process too)
-                ended_before = {f.name for f in book.files if f.collected}
                 try:
                     api.poll_once(book)
                 except KeyboardInterrupt:
                     return _interrupted(say)
-                refused = [f for f in book.files if f.failure and f.name not in ended_before]
+                refused = [f for f in book.files if f.failure and f.name not in known]
+                known.update(f.name for f in refused)
                 if refused and options.fallback != "sync":
                     f = refused[0]
                     say(f"the batch of {f.name} ({f.batch_id}) failed at {endpoint.host}: {f.failure}. None of its "

@@ -1,0 +1,286 @@
+"""`emo-tasks judge --batch`: the judge stage through the Files and Batches API of a loopback provider.
+
+One `--predict_only` run of the three sample tasks (the real lmms-eval CLI, `--model openai` at a loopback server
+that answers per document) is judged once synchronously (the reference numbers) and then through
+`judges.testing_batches.BatchServer` in each life cycle a provider has: completed; expired and cancelled with part
+of the lines run; failed (refused, then resubmitted; or sent directly with --batch-fallback sync); lines that come
+back as errors or unusable answers.  Each time the numbers must equal the synchronous stage's bit for bit, and the
+server's counters say what was uploaded, submitted and run.  A `kill -9` between submit and collect, and answers
+lost on the wire, must upload and submit nothing twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import API_KEY, cli_env, run_emo
+from fakes import Model
+from test_judge_stage import _lmms, _results, judge_calls, values
+
+from judges.testing import LoopbackServer, Reply, last_user_text
+from judges.testing_batches import BatchServer, Lifecycle
+
+pytestmark = pytest.mark.slow
+TASKS = "mme_emotion_sample,mvei_sample,multiemo_sample"
+STEP, JUDGE = "gpt-4.1-2025-04-14", "gpt-4o-2024-11-20"
+
+
+def _env(cache: Path, srv: LoopbackServer, **extra: str) -> dict[str, str]:
+    extra = {"EMO_JUDGE_BACKOFF_BASE": "0.01", "EMO_JUDGE_BACKOFF_MAX": "0.05", "TZ": "UTC", **extra}
+    return cli_env(cache, srv, **extra)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The predict-only run, and its synchronous stage's numbers (with MultiEmo's judge)."""
+    root = tmp_path_factory.mktemp("batch")
+    with LoopbackServer(responder=Model(), expected_api_key=API_KEY) as srv:
+        out = root / "B"
+        proc = _lmms(out, _env(root / "cache_run", srv), srv, "--predict_only")
+        assert sorted(out.rglob("*_results.json")), proc.stdout[-2000:] + proc.stderr[-4000:]
+    with LoopbackServer(responder=Model(), expected_api_key=API_KEY) as srv:
+        proc = run_emo(_env(root / "cache_sync", srv), "judge", str(out), "--out", str(root / "sync"),
+                       "--multiemo-judge")  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        sync_calls = len(judge_calls(srv))
+    ref = values(_results(root / "sync"))
+    assert (
+        ref["mme_emotion_sample"]["rea_s,none"] is not None
+        and ref["multiemo_sample"].get("judged_srcc,none") is not None
+    )
+    return {"root": root, "run": out, "ref": ref, "sync_calls": sync_calls}
+
+
+def batch_judge(
+    run: dict[str, Any], name: str, srv: BatchServer, *flags: str, **env: str
+) -> subprocess.CompletedProcess:
+    """`emo-tasks judge B --multiemo-judge --batch --batch-poll 0 FLAGS` into root/name, cache root/cache_name."""
+    root = run["root"]
+    return run_emo(_env(root / f"cache_{name}", srv, **env), "judge", str(run["run"]), "--out", str(root / name),
+                   "--multiemo-judge", "--batch", "--batch-poll", "0", *flags)  # fmt: skip
+
+
+def book(run: dict[str, Any], name: str) -> dict[str, Any]:
+    return json.loads((run["root"] / name / "emo_tasks_batch" / "state.json").read_text())
+
+
+def chat_calls(srv: BatchServer) -> int:
+    return len([c for c in srv.calls if c.model != "eval-model"])
+
+
+def test_completed_batches_give_the_synchronous_numbers_and_a_later_synchronous_rerun_sends_nothing(
+    run: dict[str, Any],
+) -> None:
+    with BatchServer(responder=Model(), expected_api_key=API_KEY) as srv:
+        proc = batch_judge(run, "completed", srv)
+        counters = srv.counters()
+        assert chat_calls(srv) == 0  # nothing went the synchronous way
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert values(_results(run["root"] / "completed")) == run["ref"]
+    state = book(run, "completed")
+    files = state["files"]
+    # rounds: the step agent (with MultiEmo's judge), then MME's judge; one model per file
+    assert state["rounds"] == 2 and {f["round"] for f in files} == {1, 2}
+    assert {(f["round"], f["model"]) for f in files} == {(1, STEP), (1, JUDGE), (2, JUDGE)}
+    assert counters["uploads"] == counters["batches_created"] == len(files)
+    assert all(f["collected"] and f["status"] == "completed" and f["batch_id"] for f in files)
+    # the lines sent are the requests the synchronous stage sent (each once)
+    assert counters["lines_run"] == run["sync_calls"] == sum(f["requests"] for f in files)
+    # progress: per batch, its status and counts
+    assert "in_progress, " in proc.stderr and " done, 0 failed" in proc.stderr
+    folder = run["root"] / "completed" / "emo_tasks_batch"
+    assert not list((folder / "requests").glob("*.jsonl"))  # uploaded and answered: removed
+    assert all(API_KEY not in p.read_text() for p in folder.rglob("*") if p.is_file())
+    # a later synchronous stage on the same cache sends nothing
+    with LoopbackServer(responder=Model(), expected_api_key=API_KEY) as sync:
+        again = run_emo(_env(run["root"] / "cache_completed", sync), "judge", str(run["run"]), "--out",
+                        str(run["root"] / "completed_sync"), "--multiemo-judge")  # fmt: skip
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert judge_calls(sync) == []
+    assert values(_results(run["root"] / "completed_sync")) == run["ref"]
+
+
+@pytest.mark.parametrize(
+    "life",
+    [
+        Lifecycle(end="expired", answered=2),
+        Lifecycle(end="cancelled", answered=1),  # the lines never run are in neither file
+        Lifecycle(end="cancelled", answered=0, list_unfinished=True),
+    ],
+    ids=["expired", "cancelled", "cancelled-listed"],
+)
+def test_an_expired_or_cancelled_batch_keeps_its_answers_and_resends_the_rest(
+    run: dict[str, Any], life: Lifecycle
+) -> None:
+    name = f"{life.end}{life.answered}"
+    with BatchServer(responder=Model(), expected_api_key=API_KEY, lifecycles=[life]) as srv:
+        proc = batch_judge(run, name, srv)
+        counters = srv.counters()
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert values(_results(run["root"] / name)) == run["ref"]
+    files = book(run, name)["files"]
+    first = files[0]
+    assert first["status"] == life.end and first["round"] == 1
+    # the lines it ran were kept (each request ran once: nothing paid twice), the others went into a new batch
+    assert counters["lines_run"] == run["sync_calls"]
+    assert len(files) == counters["batches_created"] >= 4
+
+
+def test_a_failed_batch_is_refused_naming_the_providers_error_then_the_same_command_resubmits(
+    run: dict[str, Any],
+) -> None:
+    with BatchServer(responder=Model(), expected_api_key=API_KEY, lifecycles=[Lifecycle(end="failed")]) as srv:
+        first = batch_judge(run, "failed", srv)
+        assert first.returncode == 3, first.stderr[-3000:]
+        assert "Enqueued token limit reached" in first.stderr and "--batch-fallback sync" in first.stderr
+        assert not list((run["root"] / "failed").rglob("*_results.json"))
+        again = batch_judge(run, "failed", srv)
+        counters = srv.counters()
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert values(_results(run["root"] / "failed")) == run["ref"]
+    assert counters["lines_run"] == run["sync_calls"]
+
+
+def test_a_failed_batch_with_fallback_sync_sends_its_requests_directly(run: dict[str, Any]) -> None:
+    with BatchServer(responder=Model(), expected_api_key=API_KEY, lifecycles=[Lifecycle(end="failed")]) as srv:
+        proc = batch_judge(run, "failed_sync", srv, "--batch-fallback", "sync")
+        direct = chat_calls(srv)
+        refused = next(f for f in book(run, "failed_sync")["files"] if f["status"] == "failed")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert values(_results(run["root"] / "failed_sync")) == run["ref"]
+    assert direct == refused["requests"]  # exactly the refused batch's requests went the synchronous way
+
+
+class Flaky:
+    """The loopback judge, but the first answer to some requests is unusable: a server error for two step-agent
+    requests, a judge answer with no score for two judge requests (the validator rejects it), and a 400 (not
+    retried) for one more step request when `refuse` is set."""
+
+    def __init__(self, refuse: bool = False) -> None:
+        self.model = Model()
+        self.refuse = refuse
+        self.bad: dict[str, str] = {}
+
+    def __call__(self, body: dict, attempt: int) -> Any:
+        text = last_user_text(body)
+        model = body.get("model")
+        if model in (STEP, JUDGE) and text not in self.bad:
+            kinds = list(self.bad.values())
+            if model == STEP and kinds.count("500") < 2:
+                self.bad[text] = "500"
+            elif model == JUDGE and kinds.count("invalid") < 2 and re.search(r"has \d+ step\(s\)", text):
+                self.bad[text] = "invalid"
+            elif model == STEP and self.refuse and "400" not in kinds:
+                self.bad[text] = "400"
+        kind = self.bad.get(text)
+        if kind == "400":
+            return Reply(kind="status", status=400, text="this request is refused")
+        if kind and attempt == 1:
+            return Reply(kind="status", status=500) if kind == "500" else Reply(text="I cannot score this.")
+        return self.model(body, attempt)
+
+
+def test_error_lines_and_unusable_answers_follow_the_engines_retry_policy(run: dict[str, Any]) -> None:
+    flaky = Flaky()
+    with BatchServer(responder=flaky, expected_api_key=API_KEY) as srv:
+        proc = batch_judge(run, "flaky", srv)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert sorted(flaky.bad.values()).count("500") == 2
+    assert values(_results(run["root"] / "flaky")) == run["ref"]  # retried in new batches, then answered
+    outcomes = [o for per in book(run, "flaky")["outcomes"].values() for o in per.values()]
+    assert outcomes.count("retry") == 2 and outcomes.count("invalid") == sorted(flaky.bad.values()).count("invalid")
+
+
+def test_a_request_refused_for_good_is_counted_as_a_failure_not_dropped(run: dict[str, Any]) -> None:
+    flaky = Flaky(refuse=True)
+    with BatchServer(responder=flaky, expected_api_key=API_KEY) as srv:
+        proc = batch_judge(run, "refused", srv, "--max-failure-share", "1")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    res = values(_results(run["root"] / "refused"))
+    failed = book(run, "refused")["failed"]
+    assert [f["error"] for f in failed.values()] == ["http_400"]
+    mme = [t for t in res if t.startswith("mme_emotion_sample_")]
+    assert sum(res[t]["n_judge_failed,none"] for t in mme) >= 1  # counted in the results, as the engine counts it
+
+
+def test_submit_only_then_the_same_command_collects_round_by_round(run: dict[str, Any]) -> None:
+    with BatchServer(responder=Model(), expected_api_key=API_KEY) as srv:
+        codes = []
+        for _ in range(4):
+            proc = batch_judge(run, "submit_only", srv, "--batch-submit-only")
+            codes.append(proc.returncode)
+            if proc.returncode == 0:
+                break
+            assert "run the same command to collect" in proc.stderr, proc.stderr[-3000:]
+            assert not list((run["root"] / "submit_only").rglob("*_results.json"))
+        counters = srv.counters()
+    assert codes[0] == 5 and codes[-1] == 0, codes
+    assert values(_results(run["root"] / "submit_only")) == run["ref"]
+    assert counters["uploads"] == counters["batches_created"] == len(book(run, "submit_only")["files"])
+
+
+def test_kill_9_between_submit_and_collect_uploads_and_submits_nothing_again(run: dict[str, Any]) -> None:
+    slow = Lifecycle(in_progress=50)  # the first batch runs long: the client is waiting when it is killed
+    with BatchServer(responder=Model(), expected_api_key=API_KEY, lifecycles=[slow]) as srv:
+        root = run["root"]
+        env = _env(root / "cache_killed", srv)
+        cmd = [sys.executable, "-m", "emo_tasks", "judge", str(run["run"]), "--out", str(root / "killed"),
+               "--multiemo-judge", "--batch", "--batch-poll", "30"]  # fmt: skip
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        state = root / "killed" / "emo_tasks_batch" / "state.json"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if state.exists() and all(f["batch_id"] for f in json.loads(state.read_text())["files"] or [{}]):
+                break
+            assert proc.poll() is None, proc.stderr.read().decode()[-3000:] if proc.stderr else ""
+            time.sleep(0.1)
+        else:
+            pytest.fail("the batches were never recorded")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        before = srv.counters()
+        # the same command while the batch still runs: it looks, and sends nothing
+        look = batch_judge(run, "killed", srv, "--batch-submit-only")
+        after_look = srv.counters()
+        assert look.returncode == 5, look.stderr[-3000:]
+        assert (after_look["uploads"], after_look["batches_created"]) == (before["uploads"], before["batches_created"])
+        srv.batches[json.loads(state.read_text())["files"][0]["batch_id"]].lifecycle = Lifecycle()  # let it end
+        done = batch_judge(run, "killed", srv)
+        counters = srv.counters()
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert values(_results(root / "killed")) == run["ref"]
+    files = json.loads(state.read_text())["files"]
+    assert counters["uploads"] == counters["batches_created"] == len(files)
+    assert counters["lines_run"] == run["sync_calls"]
+
+
+def test_answers_lost_on_the_wire_upload_and_submit_nothing_twice(run: dict[str, Any]) -> None:
+    lost = {("upload", 1), ("create", 1), ("content", 1)}
+
+    def fault(route: str, nth: int) -> Reply | None:
+        return Reply("lost") if (route, nth) in lost else None
+
+    with BatchServer(responder=Model(), expected_api_key=API_KEY, fault=fault) as srv:
+        proc = batch_judge(run, "lost", srv)
+        counters = srv.counters()
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert values(_results(run["root"] / "lost")) == run["ref"]
+    files = book(run, "lost")["files"]
+    assert counters["uploads"] == counters["batches_created"] == len(files)
+
+
+def test_batch_refuses_without_the_answer_cache(run: dict[str, Any]) -> None:
+    with BatchServer(responder=Model(), expected_api_key=API_KEY) as srv:
+        proc = batch_judge(run, "nocache", srv, EMO_JUDGE_CACHE="0")
+        assert srv.counters()["uploads"] == 0
+    assert proc.returncode == 3
+    assert "EMO_JUDGE_CACHE=0" in proc.stderr
