@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
 import json
 import threading
 import time
@@ -354,13 +355,31 @@ def _completion(model: Any, text: str, prompt_tokens: int, completion_tokens: in
     }
 
 
+def load_responder(spec: str) -> Responder:
+    """The responder a command line names: "echo" (`echo_responder`), or "module:name" for a responder, or a class
+    whose no-argument instance is one (`fakes:Judge` with tests/ on PYTHONPATH).  One spelling for every loopback
+    command line, so a server and `judges.testing_vllm_batch` given the same SPEC answer alike."""
+    if spec == "echo":
+        return echo_responder
+    module, sep, name = spec.partition(":")
+    if not sep or not module or not name:
+        raise ValueError(f"--responder {spec!r}: use 'echo' or 'module:name'")
+    found = getattr(importlib.import_module(module), name)
+    responder = found() if isinstance(found, type) else found
+    if not callable(responder):
+        raise ValueError(f"--responder {spec!r}: {module}.{name} is not callable")
+    return responder
+
+
 def main(argv: list[str] | None = None) -> None:
-    """`python -m judges.testing --port 8765 --latency 0.2`: serve echo answers until interrupted."""
+    """`python -m judges.testing --port 8765 --latency 0.2 [--responder fakes:Judge]`: serve until interrupted."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--latency", type=float, default=0.0, help="seconds added to every request")
+    ap.add_argument("--responder", default="echo", help="'echo' (default) or module:name (see load_responder)")
     args = ap.parse_args(argv)
-    serve_until_interrupted(LoopbackServer(latency_s=args.latency, port=args.port))
+    responder = load_responder(args.responder)
+    serve_until_interrupted(LoopbackServer(responder=responder, latency_s=args.latency, port=args.port))
 
 
 def serve_until_interrupted(srv: LoopbackServer) -> None:
