@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .atomic import atomic_write_text
-from .batch_files import BatchOptions, FilePlan, request_line, url_for
+from .batch_files import OPENAI_URL, BatchOptions, FilePlan, request_line, url_for
 from .config import EndpointConfig, JudgeConfigError
 from .endpoint import (
     DETAIL_CHARS,
@@ -105,7 +105,10 @@ class BatchBook:
         self.mode = "files" if options.local else "api"
         self.requests_dir = Path(options.file_dir) if options.file_dir else self.folder / "requests"
         self.outputs_dir = self.folder / "outputs"
-        self.url = url_for(endpoint.api_type)
+        #: who answered, as the cache and the judge logs record it (a host, or the offline runner)
+        self.host = "vllm run-batch" if options.local else endpoint.host
+        #: vLLM's runner answers only "/v1/chat/completions", whatever API the judge would be on
+        self.url = OPENAI_URL if options.local else url_for(endpoint.api_type)
         self.files: list[BatchFile] = []
         #: key -> the name of the latest file the request went into
         self.submitted: dict[str, str] = {}
@@ -263,13 +266,13 @@ class BatchBook:
             return self._again(key)
         body = response.get("body")
         try:
-            if status != 200:
-                raise _status_error(status, body)
+            if status != 200 or error:
+                raise _status_error(status, body if body is not None else _error_body(error))
             text, p_tok, c_tok, api_model, finish = extract_answer(body if body is not None else b"")
         except Exception as exc:  # noqa: BLE001 - classified as the synchronous path classifies it
             reason, retryable, _ = classify_error(exc)
             if reason == "model_not_found":
-                raise JudgeModelNotFound(req.role, model, self.endpoint.host, status_summary(exc)) from None
+                raise JudgeModelNotFound(req.role, model, self.host, status_summary(exc)) from None
             detail = failure_detail(exc, ep)
             if retryable and tries < ep.max_tries:
                 seen[name] = "retry"
@@ -290,11 +293,10 @@ class BatchBook:
         seen[name] = "ok"
         cache = engine.cache
         if cache is not None:
-            await asyncio.to_thread(cache.put, key, model, text, p_tok, c_tok, req.summary(), api_model,
-                                    self.endpoint.host)  # fmt: skip
+            await asyncio.to_thread(cache.put, key, model, text, p_tok, c_tok, req.summary(), api_model, self.host)
         self.answered += 1
         return JudgeResult(ok=True, text=text, prompt_tokens=p_tok, completion_tokens=c_tok, api_model=api_model,
-                           endpoint=self.endpoint.host, **base)  # fmt: skip
+                           endpoint=self.host, **base)  # fmt: skip
 
     def _again(self, key: str, retryable: bool = False) -> None:
         """The request goes out again: in the next batch, or directly with --batch-fallback sync."""
@@ -400,6 +402,14 @@ def _read_lines(path: Path) -> Iterator[dict[str, Any]]:
                 continue
             if isinstance(obj, dict):
                 yield obj
+
+
+def _error_body(error: Any) -> dict[str, Any]:
+    """An output line's `error` as an HTTP error body: vLLM puts its failures there (a dict, or a string), not in
+    `response.body`."""
+    if isinstance(error, dict):
+        return error if isinstance(error.get("error"), dict) else {"error": error}
+    return {"error": {"message": str(error)}}
 
 
 def _status_error(status: int, body: Any) -> Exception:

@@ -73,6 +73,9 @@ def batch_options(args: argparse.Namespace) -> Any:
         if given:
             raise ValueError(f"{given[0]} needs --batch (or --batch-file / --batch-results)")
         return None
+    if (args.batch_file or args.batch_results) and args.batch_fallback == "sync":
+        raise ValueError("--batch-fallback sync sends requests to the judge endpoint; with --batch-file / "
+                         "--batch-results nothing is sent (a failed line goes into the next round's file)")  # fmt: skip
     max_requests = args.batch_max_requests or DEFAULT_MAX_REQUESTS
     max_mb = args.batch_max_mb or DEFAULT_MAX_MB
     return BatchOptions(

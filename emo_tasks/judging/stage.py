@@ -441,6 +441,11 @@ def judge_run(
             from emo_tasks.judging.dryrun import dry_run_env
 
             senv = dry_run_env(senv, err)
+        elif batch is not None and batch.local:  # request files for `vllm run-batch`: nothing is sent anywhere
+            from emo_tasks.judging.dryrun import STAND_IN_BASE_URL
+
+            senv = {k: v for k, v in senv.items() if k != "OPENAI_API_URL"}
+            senv.update(API_TYPE="openai", OPENAI_BASE_URL=STAND_IN_BASE_URL)
         plans, kept = [], {}
         for t in names:  # every task's answers proven first: each row once, every row
             try:

@@ -213,9 +213,10 @@ def test_a_request_refused_for_good_is_counted_as_a_failure_not_dropped(run: dic
 
 
 def test_submit_only_then_the_same_command_collects_round_by_round(run: dict[str, Any]) -> None:
-    with BatchServer(responder=Model(), expected_api_key=API_KEY) as srv:
+    quick = Lifecycle(in_progress=1, finalizing=0)  # each command looks once: created, in progress, completed
+    with BatchServer(responder=Model(), expected_api_key=API_KEY, default_lifecycle=quick) as srv:
         codes = []
-        for _ in range(4):
+        for _ in range(8):
             proc = batch_judge(run, "submit_only", srv, "--batch-submit-only")
             codes.append(proc.returncode)
             if proc.returncode == 0:
@@ -284,3 +285,34 @@ def test_batch_refuses_without_the_answer_cache(run: dict[str, Any]) -> None:
         assert srv.counters()["uploads"] == 0
     assert proc.returncode == 3
     assert "EMO_JUDGE_CACHE=0" in proc.stderr
+
+
+def test_vllm_run_batch_round_trip_gives_the_synchronous_numbers(run: dict[str, Any]) -> None:
+    """`--batch-file DIR`, the commands it prints run by a stand-in for `vllm run-batch` (vLLM's output format,
+    the loopback judge's answers), then `--batch-results DIR`, round after round; no endpoint is configured."""
+    root = run["root"]
+    files = root / "vllm_files"
+    env = cli_env(root / "cache_vllm", None, TZ="UTC")
+    tests_dir = str(Path(__file__).resolve().parent.parent)
+    runner_env = {**env, "PYTHONPATH": os.pathsep.join([tests_dir, env.get("PYTHONPATH", "")])}
+    base = ["judge", str(run["run"]), "--out", str(root / "vllm"), "--multiemo-judge"]
+    proc = run_emo(env, *base, "--batch-file", str(files))
+    ran = []
+    for _ in range(5):
+        if proc.returncode != 5:
+            break
+        commands = re.findall(r"^\s+vllm run-batch -i (\S+) -o (\S+) --model (\S+)$", proc.stderr, re.MULTILINE)
+        assert commands, proc.stderr[-3000:]
+        for src, dst, model in commands:
+            if not Path(dst).exists():
+                cmd = [sys.executable, "-m", "judges.testing_vllm_batch", "-i", src, "-o", dst, "--model", model,
+                       "--responder", "fakes:Model"]  # fmt: skip
+                done = subprocess.run(cmd, env=runner_env, capture_output=True, text=True, timeout=120)
+                assert done.returncode == 0, done.stderr[-2000:]
+                ran.append(Path(src).name)
+        proc = run_emo(env, *base, "--batch-results", str(files))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert values(_results(root / "vllm")) == run["ref"]
+    assert ran[0].startswith("r1-") and any(name.startswith("r2-") for name in ran)
+    state = book(run, "vllm")
+    assert state["mode"] == "files" and sum(f["requests"] for f in state["files"]) == run["sync_calls"]
