@@ -119,6 +119,8 @@ class BatchBook:
         #: keys to send directly (--batch-fallback sync)
         self.direct: set[str] = set()
         self.rounds = 0
+        #: a pass wrote the results (the stage finished); the next command starts a new attempt at its failures
+        self.finished = False
         #: names this folder's uploads (and their batches' metadata) at the provider
         self.tag = hashlib.sha256(str(self.folder.resolve()).encode()).hexdigest()[:12]
         self._load()
@@ -165,6 +167,7 @@ class BatchBook:
         self.direct = set(doc.get("direct", []))
         self.rounds = int(doc.get("rounds", 0))
         self.tag = str(doc.get("tag") or self.tag)
+        self.finished = bool(doc.get("finished", False))
 
     def save(self) -> None:
         """Write the book atomically (a reader, or the next process after a crash, sees the old one or this)."""
@@ -174,6 +177,7 @@ class BatchBook:
             "host": self.endpoint.host,
             "rounds": self.rounds,
             "tag": self.tag,
+            "finished": self.finished,
             "files": [asdict(f) for f in self.files],
             "submitted": self.submitted,
             "outcomes": self.outcomes,
@@ -182,6 +186,20 @@ class BatchBook:
         }
         self.folder.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.state_path, json.dumps(doc, indent=1, sort_keys=True))
+
+    def retry_failures(self) -> int:
+        """Forget the failures a finished stage ended with, so that running it again tries them again, as a
+        synchronous stage run again resends its failures (until the stage finishes, a failure stays one: a
+        resumed or --batch-submit-only command does not resend it).  Returns how many."""
+        if not self.finished:
+            return 0
+        self.finished = False
+        n = len(self.failed)
+        for key in self.failed:
+            self.submitted.pop(key, None)
+            self.outcomes.pop(key, None)
+        self.failed = {}
+        return n
 
     def file(self, name: str) -> BatchFile | None:
         return next((f for f in self.files if f.name == name), None)

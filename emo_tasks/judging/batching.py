@@ -39,6 +39,8 @@ def judge_in_batches(
 
     if api is not None:
         endpoint.check_usable()
+    if again := book.retry_failures():
+        say(f"sending again what failed when this stage last finished: {again} request(s)")
     known = {f.name for f in book.files if f.failure}  # refusals an earlier process reported: resubmitted now
     with activated(book):
         while True:
@@ -69,6 +71,7 @@ def judge_in_batches(
                 book.abort_pass()
                 raise
             else:
+                book.finished = True
                 book.end_pass()
                 if book.files:
                     say(f"done: {len(book.files)} batch files in {book.rounds} rounds; the book of what was sent is "

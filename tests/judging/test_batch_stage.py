@@ -204,6 +204,12 @@ def test_a_request_refused_for_good_is_counted_as_a_failure_not_dropped(run: dic
     flaky = Flaky(refuse=True)
     with BatchServer(responder=flaky, expected_api_key=API_KEY) as srv:
         proc = batch_judge(run, "refused", srv, "--max-failure-share", "1")
+        first = srv.counters()["lines_run"]
+        # run again, as after exit 4: only the failure is sent again (and fails again here)
+        again = batch_judge(run, "refused", srv, "--max-failure-share", "1")
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert srv.counters()["lines_run"] == first + 1
+        assert "sending again what failed when this stage last finished: 1 request(s)" in again.stderr
     assert proc.returncode == 0, proc.stderr[-4000:]
     res = values(_results(run["root"] / "refused"))
     failed = book(run, "refused")["failed"]
