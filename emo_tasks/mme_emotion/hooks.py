@@ -33,7 +33,7 @@ from loguru import logger
 from emo_tasks import subset
 from emo_tasks.common import file_stamp, placeholder_name, row_target
 from emo_tasks.results.layout import ANSWERS_SUFFIX, JUDGE_DIR, JUDGE_LOG_SUFFIX, summary_file
-from emo_tasks.settings import CommonSettings, environ, lmms_eval_predict_only
+from emo_tasks.settings import CommonSettings, environ, lmms_eval_predict_only, refuse_batch_judge
 from judges import BatchStats, JudgeCache, JudgeEngine, get_engine
 from judges.atomic import atomic_write_text
 
@@ -67,6 +67,7 @@ def load_task(dataset_name: str, env: Mapping[str, str]) -> list[dict[str, Any]]
     source, key = parse_source(dataset_name)
     spec = spec_for(key)
     # fail fast, before inference: a malformed value, or no judge configured for a real run
+    refuse_batch_judge(env)  # not the generic "not accepted" list of EMO_JUDGE: name the two-stage flow
     settings = MMESettings.from_env(env, source)
     if settings.judge_mode == "api" and settings.engine.cache_path is not None:
         JudgeCache(settings.engine.cache_path).close()  # a corrupt cache file fails now, naming itself
