@@ -203,10 +203,12 @@ def judge_run_predictions(records: Sequence[dict[str, Any]], settings: MultiEmoS
     return judge(records, settings, out_dir)
 
 
-def judge_plan(records: Sequence[dict[str, Any]], settings: MultiEmoSettings | None = None, engine: Any = None) -> Any:
+def judge_plan(
+    records: Sequence[dict[str, Any]], settings: MultiEmoSettings | None = None, engine: Any = None, lines: bool = False
+) -> Any:
     """The dry run of `judge_run_predictions` (`judge_stage.plan`): one dict for its agent, "multiemo_judge".
     (Not named `plan`: the main task sends nothing, so a dry run of the stage without --multiemo-judge lists no
-    MultiEmo-Bench agent.)"""
+    MultiEmo-Bench agent.)  `lines`: also each request's line in a batch judging (`batch_lines`, all in round 1)."""
     from .judge import plan
 
-    return plan(records, settings, engine)
+    return plan(records, settings, engine, lines=lines)
