@@ -65,3 +65,39 @@ def test_text_bytes_is_the_texts_share_of_a_line() -> None:
         body = {"messages": [{"role": "user", "content": ""}]}
         filled = {"messages": [{"role": "user", "content": text}]}
         assert len(request_line("k", filled)) - len(request_line("k", body)) == text_bytes(text)
+
+
+def test_mme_rounds_follow_each_samples_chain() -> None:
+    """MME-Emotion with live clues: step -> audio -> judge per sample; a request goes in round 1 + the requests
+    before it in its chain still to send (cached ones are known from the start and are in no file)."""
+    from emo_tasks.mme_emotion.dry_run import _batch_lines
+    from judges import JudgeRequest, JudgeResult
+    from judges.request import text_message
+
+    def req(agent: str, i: int) -> JudgeRequest:
+        return JudgeRequest([text_message("user", f"{agent} {i}")], model=f"{agent}-model")
+
+    hit = JudgeResult(ok=True, text="cached", key="k", model="m")
+    # sample 0: nothing cached; 1: step cached; 2: step and audio cached (judge prompt known); 3: all cached
+    step_hits = [None, hit, hit, hit]
+    audio_hits = [None, None, hit, hit]
+    judge_hits = [None, None, None, hit]
+    judge_keys = [None, None, "j2", "j3"]  # 0 and 1 wait on an answer: estimated
+    chain = [
+        ("step", [req("step", i) for i in range(4)], step_hits, [f"s{i}" for i in range(4)]),
+        ("audio", [req("audio", i) for i in range(4)], audio_hits, [f"a{i}" for i in range(4)]),
+        ("judge", [req("judge", i) for i in range(4)], judge_hits, judge_keys),
+    ]
+    missing = [300, 456, 0, 0]
+    got = _batch_lines(chain, missing, "openai")
+    assert [(x.agent, x.round, x.key) for x in got] == [
+        ("step", 1, "s0"), ("audio", 2, "a0"), ("judge", 3, None),
+        ("audio", 1, "a1"), ("judge", 2, None),
+        ("judge", 1, "j2"),
+    ]  # fmt: skip
+    plain = {x.agent + str(x.round): x.nbytes for x in got}
+    body = {"model": "judge-model", "messages": [{"role": "user", "content": "judge 0"}], "temperature": 0.0}
+    assert plain["judge3"] == len(request_line("0" * 64, body)) + 300  # the unknown text's estimate added
+    assert plain["judge1"] == len(request_line("j2", {**body, "messages": [{"role": "user", "content": "judge 2"}]}))
+    azure = _batch_lines(chain, missing, "azure")
+    assert [x.nbytes for x in azure] == [x.nbytes + len("/chat/completions") - len("/v1/chat/completions") for x in got]
