@@ -34,6 +34,23 @@ def lmms_eval_predict_only() -> bool:
     return "--predict_only" in sys.argv
 
 
+#: `EMO_JUDGE=batch` inside a task run: refused before inference (`refuse_batch_judge`), pointing at the two-stage flow.
+BATCH_JUDGE_MESSAGE = (
+    "EMO_JUDGE=batch is not a mode of the judge inside lmms-eval (it sends each request at once, never in "
+    "batches): run lmms-eval with --predict_only --log_samples (or EMO_JUDGE=defer), then judge the run at the "
+    "batch rate with `emo-tasks judge RUN_DIR --batch`"
+)
+
+
+def refuse_batch_judge(env: Mapping[str, str]) -> None:
+    """Stop a task load under `EMO_JUDGE=batch` with `BATCH_JUDGE_MESSAGE`.  Why its own check, not the generic
+    "not accepted" list: batch judging exists, only not in-process (the judge stage does it, `--batch`), so the
+    message names the flow that does it.  Called where each benchmark's task is loaded (`load_task`, lmms-eval's
+    `process_docs`); `emo-tasks judge` maps the value to `api` before it loads any task."""
+    if (env.get("EMO_JUDGE") or "").strip().lower() == "batch":
+        raise SettingsError(BATCH_JUDGE_MESSAGE)
+
+
 def _raw(env: Mapping[str, str], name: str) -> str | None:
     value = env.get(name)
     if value is None or value.strip() == "":

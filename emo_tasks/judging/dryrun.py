@@ -60,14 +60,19 @@ def dry_run_report(
     batch: Any = None,
 ) -> int:
     """Per task and agent: requests, cached, tokens and cost — sending nothing; then a Total line and what in it
-    is an estimate."""
+    is an estimate.  `batch` (a `judges.batch_files.BatchOptions`, `--batch`): also each row's cost at the batch
+    rate (x `batch.discount`) and the rounds, files and bytes a batch judging would send (`batch_plan`)."""
     rows: list[dict[str, Any]] = []
+    lines: list[Any] | None = [] if batch is not None else None
     for planner_name in ("plan", "judge_plan") if extra_judge else ("plan",):
-        rows.extend(_marginal_rows(plans, planner_name))
+        rows.extend(_marginal_rows(plans, planner_name, lines))
     if not rows:
         print("emo-tasks judge --dry-run: nothing to send (no task of this run needs a judge)", file=outp)
         return EXIT_OK
-    header = ("task", "agent", "model", "requests", "cached", "to send", "input tok", "output tok", "cost USD")
+    header: tuple[str, ...] = ("task", "agent", "model", "requests", "cached", "to send", "input tok", "output tok",
+                               "cost USD")  # fmt: skip
+    if batch is not None:
+        header = (*header, "batch USD")
     table = []
     total = 0.0
     estimated: list[tuple[str, str]] = []  # (task, agent) of the rows whose output is a typical length
@@ -80,19 +85,24 @@ def dry_run_report(
             estimated.append((r["task"], r["agent"]))
             typical[r["agent"]] = _typical(r) or 0
         price = prices.get(r["model"])
+        shown_batch = None
         if price is None:
-            shown_cost = "-"
+            shown_cost = shown_batch = "-"
             if r["model"] not in unpriced:
                 unpriced.append(r["model"])
         elif out_tok is None:
-            shown_cost = "?"
+            shown_cost = shown_batch = "?"
             unknown += 1
         else:
             cost = r["input_tokens"] * price[0] / 1e6 + out_tok * price[1] / 1e6
             total += cost
-            shown_cost = f"{cost:.4f}" + (" (est.)" if how == "typical" else "")
-        table.append((r["task"], r["agent"], r["model"], str(r["requests"]), str(r["cached"]), str(r["to_send"]),
-                      str(r["input_tokens"]), out_text, shown_cost))  # fmt: skip
+            mark = " (est.)" if how == "typical" else ""
+            shown_cost = f"{cost:.4f}{mark}"
+            if batch is not None:
+                shown_batch = f"{cost * batch.discount:.4f}{mark}"
+        cells = (r["task"], r["agent"], r["model"], str(r["requests"]), str(r["cached"]), str(r["to_send"]),
+                 str(r["input_tokens"]), out_text, shown_cost)  # fmt: skip
+        table.append(cells if batch is None else (*cells, shown_batch or "-"))
     widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(header)]
     print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip(), file=outp)
     for row in table:
@@ -108,6 +118,16 @@ def dry_run_report(
     if estimated:
         print(_estimated_line(estimated, rows), file=outp)
     print(_total_line(total, len(estimated), len(rows), unpriced, unknown, bool(prices)), file=outp)
+    if batch is not None:
+        from emo_tasks.judging.batch_plan import batch_report
+
+        line = _total_line(total * batch.discount, len(estimated), len(rows), unpriced, unknown, bool(prices))
+        rate = f"Batch total (--batch: batch USD, the cost sent one by one x {batch.discount:g}, --batch-discount): "
+        print(line.replace("Total: ", rate, 1), file=outp)
+        try:
+            batch_report(lines or [], batch.limits, outp)
+        except ValueError as exc:  # one request larger than a file may be: the real run could not send it either
+            raise StageError(f"--batch: {exc}") from None
     return EXIT_OK
 
 
@@ -141,22 +161,33 @@ def _total_line(total: float, estimated: int, n_rows: int, unpriced: Sequence[st
 _ADDITIVE = ("requests", "unique_requests", "cached", "to_send", "input_tokens", "output_tokens_cached")
 
 
-def _marginal_rows(plans: Sequence[TaskPlan], planner_name: str) -> list[dict[str, Any]]:
+def _marginal_rows(
+    plans: Sequence[TaskPlan], planner_name: str, lines: list[Any] | None = None
+) -> list[dict[str, Any]]:
     """Per task and agent, what judging the tasks in order adds: each benchmark's planner sees the records of
     the tasks so far, so a request an earlier task already sends (same cache key) is not counted twice.  Each row
     also gets `output_tokens_mean`: the mean real usage of the agent's cached answers over all the tasks (None
-    when nothing is cached), the best guess for the output of its requests still to send."""
+    when nothing is cached), the best guess for the output of its requests still to send.  `lines` (a dry run
+    with --batch): the planners' last call per benchmark (all its tasks' records) also measures each request's
+    batch line (`batch_lines`), added here."""
     rows: list[dict[str, Any]] = []
     seen: dict[str, list[dict[str, Any]]] = {}  # hooks module -> records of the tasks planned so far
     before: dict[tuple[str, str], dict[str, Any]] = {}  # (hooks module, agent) -> cumulative plan row
     keys: list[tuple[str, str]] = []
-    for plan in plans:
+    last = {p.hooks.__name__: i for i, p in enumerate(plans) if getattr(p.hooks, planner_name, None) is not None}
+    for i, plan in enumerate(plans):
         planner = getattr(plan.hooks, planner_name, None)
         if planner is None:
             continue
         records = seen.setdefault(plan.hooks.__name__, [])
         records.extend(plan.records)
-        for agent in planner(list(records)):
+        measure = lines is not None and last[plan.hooks.__name__] == i
+        agents = planner(list(records), lines=True) if measure else planner(list(records))
+        if measure:
+            from emo_tasks.judging.batch_plan import agents_lines
+
+            lines.extend(agents_lines(agents))  # type: ignore[union-attr]
+        for agent in agents:
             key = (plan.hooks.__name__, agent["agent"])
             prev = before.get(key, {})
             row = {"task": plan.task, **agent}

@@ -272,12 +272,14 @@ def check_task(plan: TaskPlan, recorded_version: Any, version_now: Any, model: s
 # ------------------------------------------------------------------------------------------------ the stage
 def stage_env(env: Mapping[str, str], overrides: Mapping[str, str | None]) -> dict[str, str]:
     """The environment the benchmarks' settings are built from: the caller's, the model flags, and a judge that
-    is on (EMO_JUDGE unset, auto or defer -> api; offline stays offline: re-scoring without a judge)."""
+    is on (EMO_JUDGE unset, auto, defer or batch -> api; offline stays offline: re-scoring without a judge).
+    `batch` is the tasks' refusal of in-process batching (`settings.refuse_batch_judge`); here the flag says how the
+    stage sends (`--batch`), so the variable only means "judge"."""
     out = dict(env)
     for name, value in overrides.items():
         if value:
             out[name] = value
-    if (out.get("EMO_JUDGE") or "auto").strip().lower() in ("auto", "defer"):
+    if (out.get("EMO_JUDGE") or "auto").strip().lower() in ("auto", "defer", "batch"):
         out["EMO_JUDGE"] = "api"
     return out
 

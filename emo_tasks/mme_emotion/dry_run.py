@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from emo_tasks.judging.batch_plan import BYTES_PER_TOKEN, BatchLine, line_bytes, text_bytes
 from judges import JudgeEngine, JudgeRequest, JudgeResult
 from judges.media import VideoFramesPart, image_tokens
 
@@ -202,7 +203,9 @@ def _agent(
     }
 
 
-def plan(items: Sequence[dict[str, Any]], settings: MMESettings, engine: JudgeEngine) -> list[dict[str, Any]]:
+def plan(
+    items: Sequence[dict[str, Any]], settings: MMESettings, engine: JudgeEngine, lines: bool = False
+) -> list[dict[str, Any]]:
     """What judging `items` (docs merged with their `process_results` records) would send; sends nothing.
 
     One dict per agent, in pipeline order: step, audio (live clues only), judge.  Keys:
@@ -225,6 +228,10 @@ def plan(items: Sequence[dict[str, Any]], settings: MMESettings, engine: JudgeEn
       cached answers really took (once per distinct request); `output_tokens_typical`: the agent's typical answer
       length per request (`STEP_ANSWER_TOKENS`, `AUDIO_ANSWER_TOKENS`, `JUDGE_ANSWER_TOKENS`), an estimate for
       the cost when neither a bound nor a cached answer is known.
+    - `batch_lines` (only with `lines`: it renders every request's media): the requests to send as
+      `emo_tasks.judging.batch_plan.BatchLine`s, each in its round of a batch judging (1 + the requests before it
+      in its sample's chain still to send) with the size of its line; an estimated judge request is measured with
+      an empty step text (and audio clue, when not known) plus their expected length (`_batch_lines`).
     """
     from emo_tasks.judging.tokens import count_tokens
 
@@ -274,4 +281,45 @@ def plan(items: Sequence[dict[str, Any]], settings: MMESettings, engine: JudgeEn
     tokens = input_tokens(judge_reqs, extra)
     model = settings.model("judge")
     agents.append(_agent("judge", model, judge_reqs, judge_hits, tokens, judge_keys, JUDGE_ANSWER_TOKENS))
+    if lines:
+        chain = [("step", step_reqs, step_hits, step_keys)]
+        if settings.audio_clues == "live":
+            chain.append(("audio", audio_reqs, audio_hits, keys))
+        chain.append(("judge", judge_reqs, judge_hits, judge_keys))
+        step_bytes = [text_bytes(r["answer"]) if step_max is None else step_max * BYTES_PER_TOKEN for r in items]
+        clue_bytes = AUDIO_ANSWER_TOKENS * BYTES_PER_TOKEN
+        missing = [  # what an estimated judge prompt lacks: the step text and (live, not cached) audio clue
+            0 if exact[i] else (step_bytes[i] if step_hits[i] is None else 0) + (clue_bytes if clues[i] is None else 0)
+            for i in range(len(items))
+        ]
+        batch = _batch_lines(chain, missing, engine.endpoint.api_type)
+        for agent in agents:
+            agent["batch_lines"] = [x for x in batch if x.agent == agent["agent"]]
     return agents
+
+
+def _batch_lines(
+    chain: Sequence[tuple[str, Sequence[JudgeRequest], Sequence[JudgeResult | None], Sequence[str | None]]],
+    missing: Sequence[int],
+    api_type: str,
+) -> list[BatchLine]:
+    """The requests to send of each sample's chain of agents (step, audio, judge), each in round 1 + the requests
+    before it in the chain still to send, with its line's size (`missing[i]`: bytes of sample i's judge prompt
+    not known yet, added to its estimated judge request).  A request whose media cannot be read is left out: the
+    real run fails it before it goes in a file."""
+    out: list[BatchLine] = []
+    for i in range(len(missing)):
+        pending = 0  # requests of this sample's chain before this one that are still to send
+        for agent, requests, hits, keys in chain:
+            key = keys[i]
+            if key is not None and hits[i] is not None:
+                continue  # cached: not sent, and its answer is known from the start
+            req = requests[i]
+            try:
+                size = line_bytes(req, key, api_type, missing[i] if key is None else 0)
+            except Exception:  # noqa: BLE001 - a missing or unreadable video: the run fails this request itself
+                pending += 1
+                continue
+            pending += 1
+            out.append(BatchLine(pending, req.resolved_model(), key, size, agent))
+    return out

@@ -33,7 +33,7 @@ from loguru import logger
 from emo_tasks import subset
 from emo_tasks.common import file_stamp, placeholder_name, row_target
 from emo_tasks.results.layout import ANSWERS_SUFFIX, JUDGE_DIR, JUDGE_LOG_SUFFIX, summary_file
-from emo_tasks.settings import CommonSettings, environ, lmms_eval_predict_only
+from emo_tasks.settings import CommonSettings, environ, lmms_eval_predict_only, refuse_batch_judge
 from judges import BatchStats, JudgeCache, JudgeEngine, get_engine
 from judges.atomic import atomic_write_text
 
@@ -67,6 +67,7 @@ def load_task(dataset_name: str, env: Mapping[str, str]) -> list[dict[str, Any]]
     source, key = parse_source(dataset_name)
     spec = spec_for(key)
     # fail fast, before inference: a malformed value, or no judge configured for a real run
+    refuse_batch_judge(env)  # not the generic "not accepted" list of EMO_JUDGE: name the two-stage flow
     settings = MMESettings.from_env(env, source)
     if settings.judge_mode == "api" and settings.engine.cache_path is not None:
         JudgeCache(settings.engine.cache_path).close()  # a corrupt cache file fails now, naming itself
@@ -418,17 +419,21 @@ def _log_name(tasks: Sequence[str], source: str) -> str:
 
 # ------------------------------------------------------------------------------------------------ dry run
 def plan(
-    records: Sequence[Mapping[str, Any]], settings: MMESettings | None = None, engine: JudgeEngine | None = None
+    records: Sequence[Mapping[str, Any]],
+    settings: MMESettings | None = None,
+    engine: JudgeEngine | None = None,
+    lines: bool = False,
 ) -> list[dict[str, Any]]:
     """The dry run of `evaluate`'s judge phase over `records` (`process_results` records of loaded tasks): one
     dict per agent (step, audio with live clues, judge) saying how many requests a run would make, how many the
     cache answers and their token counts; sends nothing.  `settings`: the records' task settings
-    (`settings_for`) by default; `engine`: the shared engine for them.  See `plan.plan` for the keys."""
+    (`settings_for`) by default; `engine`: the shared engine for them; `lines`: also each request's line in a batch
+    judging (`batch_lines`, for `--dry-run --batch`).  See `dry_run.plan` for the keys."""
     from .dry_run import plan as plan_items
 
     settings = settings_for(records) if settings is None else settings
     engine = get_engine(settings.engine) if engine is None else engine
-    return plan_items([{**lookup_doc(dict(r)), **r} for r in records], settings, engine)
+    return plan_items([{**lookup_doc(dict(r)), **r} for r in records], settings, engine, lines=lines)
 
 
 def log_row(item: Mapping[str, Any], judgement: Judgement | None, result: SampleResult) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from emo_tasks.settings import CommonSettings, SettingsError, choice, number
+from emo_tasks.settings import CommonSettings, SettingsError, choice, number, refuse_batch_judge
 from judges.config import (
     EndpointConfig,
     EngineSettings,
@@ -78,6 +78,7 @@ class MMESettings:
         if source not in SOURCES:
             raise ValueError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
         common = CommonSettings.from_env(env)
+        refuse_batch_judge(env)  # batch judging is the stage's (`emo-tasks judge --batch`): say so, not "use one of"
         requested = choice(env, "EMO_JUDGE", JUDGE_MODES, "auto")
         protocol = choice(env, "EMO_MME_JUDGE_PROTOCOL", JUDGE_PROTOCOLS, DEFAULT_JUDGE_PROTOCOL)
         clues = choice(env, "EMO_MME_AUDIO_CLUES", CLUE_MODES, "released")

@@ -22,7 +22,7 @@ from emo_tasks.common import atomic_write_text, file_stamp, load_yaml, placehold
 from emo_tasks.datafiles import dataset_source
 from emo_tasks.images import load_image
 from emo_tasks.results.layout import JUDGE_DIR, SUMMARY_SUFFIX
-from emo_tasks.settings import environ
+from emo_tasks.settings import environ, refuse_batch_judge
 
 from . import scoring
 from .data import EMOTIONS, VOTE_KEYS, data_file, image_result, load_images
@@ -39,6 +39,7 @@ def load_task(dataset_name: str, env: Mapping[str, str]) -> list[dict[str, Any]]
 
     A bad setting or row stops here (SettingsError / DataError naming it), before any inference."""
     source = dataset_source(dataset_name, "multiemo")
+    refuse_batch_judge(env)  # before the settings: their error would not name the two-stage flow
     settings = MultiEmoSettings.from_env(env, source)
     images = subset.restrict(dataset_name, load_images(data_file(settings)), subset_unit, env)
     STATE.sources.put(source, Loaded(settings, {img["image_id"]: img for img in images}))
@@ -202,10 +203,12 @@ def judge_run_predictions(records: Sequence[dict[str, Any]], settings: MultiEmoS
     return judge(records, settings, out_dir)
 
 
-def judge_plan(records: Sequence[dict[str, Any]], settings: MultiEmoSettings | None = None, engine: Any = None) -> Any:
+def judge_plan(
+    records: Sequence[dict[str, Any]], settings: MultiEmoSettings | None = None, engine: Any = None, lines: bool = False
+) -> Any:
     """The dry run of `judge_run_predictions` (`judge_stage.plan`): one dict for its agent, "multiemo_judge".
     (Not named `plan`: the main task sends nothing, so a dry run of the stage without --multiemo-judge lists no
-    MultiEmo-Bench agent.)"""
+    MultiEmo-Bench agent.)  `lines`: also each request's line in a batch judging (`batch_lines`, all in round 1)."""
     from .judge import plan
 
-    return plan(records, settings, engine)
+    return plan(records, settings, engine, lines=lines)

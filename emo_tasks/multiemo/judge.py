@@ -463,7 +463,7 @@ def judge_run_predictions(
 
 
 def plan(
-    records: Sequence[dict[str, Any]], settings: MultiEmoSettings | None = None, engine: Any = None
+    records: Sequence[dict[str, Any]], settings: MultiEmoSettings | None = None, engine: Any = None, lines: bool = False
 ) -> list[dict[str, Any]]:
     """What `judge_run_predictions` would send, sending nothing (`emo-tasks judge --multiemo-judge --dry-run`): one
     dict for its one agent, in the shape of MME-Emotion's plan: `{"agent": "multiemo_judge", "model", "requests",
@@ -475,7 +475,8 @@ def plan(
     those, o200k text tokens plus each image's tokens at the size it is sent (`judges.media.image_tokens`);
     `max_tokens` / `output_tokens_max`: None, unbounded (these requests set no max_tokens);
     `output_tokens_cached`: the cached answers' completion tokens.  `engine`: a `judges.JudgeEngine` (default: the
-    shared one for the settings)."""
+    shared one for the settings).  `lines` (it renders every image): also `batch_lines`, the requests to send as
+    `emo_tasks.judging.batch_plan.BatchLine`s, all in round 1 (nothing comes before them), with their lines' sizes."""
     from judges import get_engine
 
     settings = _run_settings(records, settings)
@@ -488,6 +489,7 @@ def plan(
     hits = engine.lookup(requests)
     seen: set[str] = set()
     to_send: list[JudgeRequest] = []
+    send_keys: list[str] = []
     cached_output = 0
     listing = engine.served(ask=False)
     for req, hit in zip(requests, hits, strict=True):
@@ -497,9 +499,19 @@ def plan(
         seen.add(key)
         if hit is None:
             to_send.append(req)
+            send_keys.append(key)
         else:
             cached_output += hit.completion_tokens
     max_tokens = requests[0].max_tokens if requests else None
+    extra: dict[str, Any] = {}
+    if lines:
+        from emo_tasks.judging.batch_plan import BatchLine, line_bytes
+
+        api_type = engine.endpoint.api_type
+        extra["batch_lines"] = [
+            BatchLine(1, req.resolved_model(), key, line_bytes(req, key, api_type), AGENT)
+            for req, key in zip(to_send, send_keys, strict=True)
+        ]
     return [
         {
             "agent": AGENT,
@@ -514,6 +526,7 @@ def plan(
             "output_tokens_max": None if max_tokens is None else len(to_send) * max_tokens,
             "output_tokens_cached": cached_output,
             "output_tokens_typical": TYPICAL_OUTPUT_TOKENS,
+            **extra,
         }
     ]
 

@@ -20,7 +20,7 @@ from emo_tasks import subset
 from emo_tasks.common import load_yaml, placeholder_name, row_target
 from emo_tasks.datafiles import dataset_source
 from emo_tasks.images import load_image
-from emo_tasks.settings import environ
+from emo_tasks.settings import environ, refuse_batch_judge
 
 from . import scoring
 from .data import data_file, load_docs
@@ -38,6 +38,7 @@ def load_task(dataset_name: str, env: Mapping[str, str]) -> list[dict[str, Any]]
 
     A bad setting or row stops here (SettingsError / DataError naming it), before any inference."""
     source = dataset_source(dataset_name, "mvei")
+    refuse_batch_judge(env)  # before the settings: their error would not name the two-stage flow
     settings = MVEISettings.from_env(env, source)
     docs = subset.restrict(dataset_name, load_docs(data_file(settings), source=source), subset_unit, env)
     STATE.sources.put(source, settings)

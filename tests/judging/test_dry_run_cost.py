@@ -202,3 +202,168 @@ def test_typical_answer_lengths_follow_the_protocol() -> None:
     if files:
         clues = [row["audio_clue"] for f in files for row in json.loads(f.read_text(encoding="utf-8"))]
         assert round(sum(count_tokens(clues)) / len(clues)) == AUDIO_ANSWER_TOKENS
+
+
+# ------------------------------------------------------------------------------------------ --dry-run --batch
+# issue 35, item 3: the batch rate next to the cost sent one by one, and the rounds, files and bytes of a batch
+# judging (MME-Emotion: step agent, then judge; the judge prompt holds the step agent's answer).
+MB = 1024 * 1024
+
+
+def batch_table(footer: list[str]) -> dict[int, dict[str, str]]:
+    """The batch section's rows by round ({column: cell}), from the lines after the cost table."""
+    at = next(i for i, line in enumerate(footer) if line.startswith("round "))
+    header = footer[at]
+    names = re.findall(r"\S+(?: \S+)*", header)
+    starts = [header.index(name) for name in names]
+    rows = {}
+    for line in footer[at + 1 :]:
+        if not line[:1].isdigit():
+            break
+        cells = {n: line[s:e].strip() for n, s, e in zip(names, starts, [*starts[1:], None], strict=True)}
+        rows[int(cells["round"])] = cells
+    return rows
+
+
+def _largest(cell: str) -> tuple[int, int]:
+    """(requests, bytes) of a "largest file" cell."""
+    m = re.match(r"(\d+) req, (\d+) B \(\d+\.\d{3} MB\)", cell)
+    assert m, cell
+    return int(m.group(1)), int(m.group(2))
+
+
+def _bytes(cell: str) -> int:
+    m = re.match(r"(\d+) B \(\d+\.\d{3} MB\)", cell)
+    assert m, cell
+    return int(m.group(1))
+
+
+def _dry_batch(env: dict[str, str], run: Path, *flags: str) -> tuple[list[dict[str, str]], list[str]]:
+    proc = emo(env, "judge", str(run), "--dry-run", "--batch", *flags)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return dry_table(proc.stdout)
+
+
+def _to_send(rows: list[dict[str, str]], agent: str) -> int:
+    return sum(int(r["to send"]) for r in rows if r["agent"] == agent)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("discount", [None, "0.25"])
+def test_batch_dry_run_prices_at_the_batch_rate_and_counts_rounds_and_files(
+    run_dir: Path, tmp_path: Path, discount: str | None
+) -> None:
+    """Nothing cached: round 1 the step agent's requests, round 2 the judge's (their prompts wait on the step
+    answers: sizes estimated); 5 requests a file (--batch-max-requests 5) split each round by hand."""
+    flags = ["--batch-max-requests", "5", *PRICE_FLAGS, *(["--batch-discount", discount] if discount else [])]
+    with LoopbackServer(responder=Judge(), expected_api_key=API_KEY) as srv:
+        rows, footer = _dry_batch(_base_env(tmp_path / "cache", srv), run_dir, *flags)
+        assert srv.calls == [], "a dry run sends nothing"
+    share = float(discount or 0.5)
+    _check_costs(rows, footer)  # the cost sent one by one: as without --batch
+    for r in rows:  # the batch rate: every row's cost x the discount, marked the same way
+        assert _cost(r["batch USD"]) == pytest.approx(_cost(r["cost USD"]) * share, abs=6e-5), r
+        assert r["batch USD"].endswith("(est.)") == r["cost USD"].endswith("(est.)"), r
+    line = next(x for x in footer if x.startswith("Batch total"))
+    assert f"x {share:g}" in line and "estimate" in line, line
+    batch_total = float(re.search(r": (\d+\.\d{4}) USD", line).group(1))  # type: ignore[union-attr]
+    assert batch_total == pytest.approx(_total(footer) * share, abs=1e-4)
+
+    steps, judges = _to_send(rows, "step"), _to_send(rows, "judge")
+    assert steps and judges == 16  # every sample gets a judge request; the step requests are deduplicated
+    table = batch_table(footer)
+    assert sorted(table) == [1, 2]
+    assert table[1]["agents"] == "step" and table[2]["agents"] == "judge"
+    for n, sent in ((1, steps), (2, judges)):
+        assert int(table[n]["requests"]) == sent
+        assert int(table[n]["files"]) == -(-sent // 5), table[n]  # ceil: 5 requests a file, one model a round
+        assert _largest(table[n]["largest file"])[0] == min(5, sent)
+    assert "(est.)" not in table[1]["bytes"] and table[2]["bytes"].endswith("(est.)")
+    total = next(x for x in footer if x.startswith("Batch bytes:"))
+    assert total.startswith(f"Batch bytes: {_bytes(table[1]['bytes']) + _bytes(table[2]['bytes'])} B ")
+    assert f"in {steps + judges} request lines" in total
+    head = next(x for x in footer if x.startswith("Batch (--batch):"))
+    assert head.startswith(f"Batch (--batch): 2 round(s), {-(-steps // 5) + 4} file(s); at most 5 requests")
+
+
+@pytest.mark.slow
+def test_batch_dry_run_splits_files_by_bytes(run_dir: Path, tmp_path: Path) -> None:
+    """One request a file shows each round's largest line; a byte limit of exactly that judge line puts at most
+    one judge request in a file where two do not fit, and a smaller one refuses, naming the size (exit 3)."""
+    env = _base_env(tmp_path / "cache")
+    _, footer = _dry_batch(env, run_dir, "--batch-max-requests", "1")
+    single = batch_table(footer)
+    big_step, big_judge = (_largest(single[n]["largest file"])[1] for n in (1, 2))
+    step_total, judge_total = (_bytes(single[n]["bytes"]) for n in (1, 2))
+    assert big_step < big_judge  # the judge's lines carry frames
+
+    _, footer = _dry_batch(env, run_dir, "--batch-max-mb", f"{(big_judge + 0.5) / MB:.9f}")
+    table = batch_table(footer)
+    for n, total in ((1, step_total), (2, judge_total)):
+        files, (_, largest) = int(table[n]["files"]), _largest(table[n]["largest file"])
+        assert largest <= big_judge and _bytes(table[n]["bytes"]) == total
+        assert files >= -(-total // big_judge), table[n]  # no file over the limit
+    assert _largest(table[2]["largest file"]) == (1, big_judge)  # the largest judge line fills a file alone
+
+    proc = emo(env, "judge", str(run_dir), "--dry-run", "--batch", "--batch-max-mb", f"{(big_step - 1) / MB:.9f}")
+    assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert f"{big_step} B" in last and "--batch-max-mb" in last, proc.stderr
+
+
+@pytest.mark.slow
+def test_batch_dry_run_after_one_task_is_judged(run_dir: Path, tmp_path: Path) -> None:
+    """After one task is judged, its requests are cached: they count in no file.  A judge request whose step answer
+    is cached is known now, exact, and goes in round 1 with the step requests still to send."""
+    with LoopbackServer(responder=Judge(), expected_api_key=API_KEY) as srv:
+        env = _base_env(tmp_path / "cache", srv)
+        real = emo(env, "judge", str(run_dir), "--tasks", "mme_emotion_sample_er_lab", "--out", str(tmp_path / "j"))
+        assert real.returncode == 0, real.stderr[-3000:]
+        srv.reset_log()
+        rows, footer = _dry_batch(env, run_dir, "--batch-max-requests", "3")
+        assert srv.calls == []
+    by_task: dict[str, dict[str, dict[str, str]]] = {}
+    for r in rows:
+        by_task.setdefault(r["task"], {})[r["agent"]] = r
+    assert int(by_task["mme_emotion_sample_er_lab"]["judge"]["to send"]) == 0
+    # a task whose step requests are all cached has its judge prompts: exact, round 1
+    known = sum(int(t["judge"]["to send"]) for t in by_task.values() if t["step"]["cached"] == t["step"]["requests"])
+    waiting = _to_send(rows, "judge") - known
+    steps = _to_send(rows, "step")
+    assert known and waiting and steps, rows
+    table = batch_table(footer)
+    assert int(table[1]["requests"]) == steps + known and int(table[2]["requests"]) == waiting
+    assert table[1]["agents"] == "step, judge" and "(est.)" not in table[1]["bytes"]
+    # one model per file: the step and judge models' files apart, 3 requests a file
+    assert int(table[1]["files"]) == -(-steps // 3) + -(-known // 3)
+    assert int(table[2]["files"]) == -(-waiting // 3) and table[2]["bytes"].endswith("(est.)")
+
+
+class _Recording(Judge):
+    """The fake step agent and judge, keeping every request body it is sent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bodies: list[dict] = []
+
+    def __call__(self, body: dict, attempt: int) -> Reply:
+        self.bodies.append(body)
+        return super().__call__(body, attempt)
+
+
+@pytest.mark.slow
+def test_batch_dry_run_sizes_are_the_lines_of_what_is_sent(run_dir: Path, tmp_path: Path) -> None:
+    """The exact round (the step agent's) measures the lines of the very bodies the synchronous run then POSTs
+    (each distinct request once, a 64-hex custom_id each)."""
+    from judges.batch_files import request_line
+
+    fake = _Recording()
+    with LoopbackServer(responder=fake, expected_api_key=API_KEY) as srv:
+        env = _base_env(tmp_path / "cache", srv)
+        _, footer = _dry_batch(env, run_dir)
+        real = emo(env, "judge", str(run_dir), "--out", str(tmp_path / "j"))
+        assert real.returncode == 0, real.stderr[-3000:]
+    table = batch_table(footer)
+    steps = {json.dumps(b, sort_keys=True): b for b in fake.bodies if b["model"] == "gpt-4.1-2025-04-14"}
+    assert len(steps) == int(table[1]["requests"])
+    assert _bytes(table[1]["bytes"]) == sum(len(request_line("k" * 64, b)) for b in steps.values())

@@ -27,6 +27,7 @@ from emo_tasks.multiemo.sample import sample_file
 from emo_tasks.multiemo.settings import MultiEmoSettings
 from emo_tasks.settings import environ
 from judges import reset_engine
+from judges.batch_files import request_line
 from judges.engine import get_engine
 from judges.media import image_tokens
 from judges.testing import LoopbackServer, Reply, count_media, last_user_text
@@ -255,6 +256,12 @@ def test_judge_run_predictions_and_its_dry_run(tmp_path: Path, monkeypatch: pyte
             "output_tokens_cached": 0,
             "output_tokens_typical": multiemo_judge.TYPICAL_OUTPUT_TOKENS,  # the dry run's estimate
         }
+        # --dry-run --batch: the same, plus each request's batch line, all in round 1 (issue 35)
+        (lined,) = multiemo_judge.plan(records, settings, get_engine(settings.engine), lines=True)
+        lines = lined.pop("batch_lines")
+        assert lined == before and srv.calls == []
+        assert len(lines) == n_items
+        assert {(x.round, x.model, x.agent) for x in lines} == {(1, JUDGE_MODEL, multiemo_judge.AGENT)}
 
         out = tmp_path / "judged"
         got = hooks.judge_run_predictions(records, settings, out)
@@ -265,6 +272,10 @@ def test_judge_run_predictions_and_its_dry_run(tmp_path: Path, monkeypatch: pyte
         want = expected_judged(records, images)
         assert json.dumps(got) == json.dumps(want) and set(scoring.TABLE.names) <= got.keys()
         assert got["n_parse_failed"] == len(UNPARSED) and got["n_images_incomplete"] == 2
+
+        # each line's planned size is the size of the line of the body the server got (a 64-hex custom_id each)
+        got_sizes = sorted(len(request_line(x.key, body)) for x, body in zip(lines, judge.bodies, strict=True))
+        assert sorted(x.nbytes for x in lines) == got_sizes and all(len(x.key) == 64 for x in lines)
 
         # the dry run's input tokens: the texts sent (o200k) plus one 96x72 image (one 512-px tile) per request
         texts = [last_user_text(b) for b in judge.bodies]

@@ -279,3 +279,23 @@ def test_openai_model_three_different_answers_majority_decides(tmp_path: Path) -
     assert 0.0 < res["positive_ratio,none"] < 100.0
     # the judge stage's re-scoring of the sample log (emo-tasks judge) gives exactly these numbers
     assert_run_rescores_exactly(tmp_path / "out", "mvei_sample", hooks, "acc_total", _env(tmp_path))
+
+
+@pytest.mark.slow
+def test_emo_judge_batch_stops_the_run_before_inference(tmp_path: Path) -> None:
+    """EMO_JUDGE=batch (issue 35): the in-process judge does not batch, so the task refuses when it loads, on one
+    line naming the two-stage flow; nothing is answered, nothing written (tests/judging/test_batch_judge_mode.py
+    checks every task's loader in process)."""
+    from emo_tasks.settings import BATCH_JUDGE_MESSAGE
+
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "lmms_eval", "--model", "dummy", "--model_args", "response=Correct", "--tasks",
+           "mvei_sample", "--output_path", str(out), "--log_samples"]  # fmt: skip
+    proc = subprocess.run(cmd, env=_env(tmp_path, EMO_JUDGE="batch"), capture_output=True, text=True, timeout=600,
+                          cwd=tmp_path)  # fmt: skip
+    text = proc.stdout + proc.stderr
+    first = next((line for line in proc.stderr.splitlines() if "EMO_JUDGE=batch" in line), None)
+    assert first == f"emo-tasks: mvei/sample: SettingsError: {BATCH_JUDGE_MESSAGE}", text[-3000:]
+    assert "Running generate_until requests" not in text  # failed before inference
+    assert not list(out.rglob("*_results.json")) and not list(out.rglob("*_samples_*.jsonl")), text[-3000:]
+    assert not (tmp_path / "cache" / "samples").exists()  # the sample was never even generated
