@@ -79,7 +79,8 @@ def _parser() -> argparse.ArgumentParser:
         "rows). Exit codes: 0 done; 2 refused (several runs in the folder and no --run, answers that do not "
         "belong to the run's rows, duplicated or missing rows); 3 error (a bad argument, no run, bad setting, "
         "unusable --out, a crash); 4 judged and written, but more than --max-failure-share of the judgements "
-        "failed (run it again: only the failures are resent).",
+        "failed (run it again: only the failures are resent); 5 batches are out, nothing written yet (--batch: run "
+        "the same command again).",
     )
     j.add_argument("run", metavar="RUN_DIR", help="the lmms-eval --output_path folder")
     j.add_argument("--tasks", type=cliargs.names("a comma-separated list of tasks or groups"),

@@ -22,7 +22,8 @@ from emo_tasks.results import reader
 
 
 def main_judge(args: argparse.Namespace) -> int:
-    """The judge stage (emo_tasks/judging/stage.py); its exit code: 0 done, 2 refused, 3 error."""
+    """The judge stage (emo_tasks/judging/stage.py); its exit code: 0 done, 2 refused, 3 error, 4 too many judge
+    failures, 5 batches out (--batch)."""
     from emo_tasks.judging import stage
     from emo_tasks.judging.dryrun import parse_prices
 
