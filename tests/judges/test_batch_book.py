@@ -163,3 +163,32 @@ def test_a_request_larger_than_a_file_may_hold_is_refused_naming_its_size(tmp_pa
         with pytest.raises(JudgeConfigError, match=r"request is 0\.0 MB, over the 0\.0 MB"):
             _batched(srv, tmp_path, big, options=options)
         assert srv.counters()["uploads"] == 0
+
+
+
+def test_a_provider_refusing_the_file_stops_naming_its_error_and_fallback_sync_sends_it_directly(
+    tmp_path: Path,
+) -> None:
+    reqs = _requests(3)
+    with BatchServer(responder=echo_responder, expected_api_key=API_KEY) as srv:
+        srv.line_check = lambda line: ("invalid_request", "image inputs are not supported in batches")
+        code, got, err = _batched(srv, tmp_path / "refused", reqs)
+        assert code == 3 and got == []
+        assert "failed at 127.0.0.1" in err.getvalue()
+        assert "invalid_request: image inputs are not supported in batches (line 1)" in err.getvalue()
+        assert srv.calls == []
+        code, got, err = _batched(srv, tmp_path / "refused", reqs, options=BatchOptions(poll_s=0, fallback="sync"))
+        # the same command resubmits (refused again), and with --batch-fallback sync the requests go directly
+        assert code == 0 and [r.text for r in got] == [r.text for r in _sync(tmp_path, reqs)]
+        assert len(srv.calls) == 3
+
+
+def test_a_retired_model_in_an_output_line_stops_the_stage_as_the_synchronous_path_does(tmp_path: Path) -> None:
+    from judges.endpoint import JudgeModelNotFound
+
+    def gone(body: dict, attempt: int) -> Any:
+        return Reply(kind="status", status=404, text=f"The model `{body['model']}` does not exist.")
+
+    with BatchServer(responder=gone, expected_api_key=API_KEY) as srv:
+        with pytest.raises(JudgeModelNotFound, match="'judge-a' is retired or unknown"):
+            _batched(srv, tmp_path, _requests(2))
