@@ -23,6 +23,9 @@ stages' metrics equal bit for bit, every row scored.  PASS/MISS per goal, exit 1
 
     python benchmarks/judge_batch.py            # 6,500 rows
     python benchmarks/judge_batch.py --quick    # the 500-row cut (or -n N)
+    python benchmarks/judge_batch.py --frames warm    # both stages from the same warmed frame cache
+
+Results and what dominates: benchmarks/RESULTS.md, "Batch judging at full size (issue 35)".
 """
 
 from __future__ import annotations
@@ -119,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true", help="sample the batch command with py-spy")
     ap.add_argument("--keep", action="store_true", help="keep the runs (printed) instead of a temporary folder")
     args = ap.parse_args(argv)
+    if args.profile and shutil.which("py-spy") is None:
+        ap.error("--profile needs py-spy on PATH (pip install py-spy)")
     n = QUICK if args.quick else args.n
     tmp = Path(tempfile.mkdtemp(prefix="emo-judge-batch-"))
     say(f"judge_batch: {n} rows; synchronous judge at latency {args.latency} s, concurrency {args.concurrency}; "
