@@ -151,11 +151,12 @@ def write_answers(folder: Path, specs: list[Any], rows: list[tuple[Any, dict[str
 
 # ------------------------------------------------------------------------------------------------ 2. the judge
 class JudgeServer:
-    """benchmarks/judge_server.py in a process of its own."""
+    """benchmarks/judge_server.py in a process of its own (`batches`: its Files and Batches kind)."""
 
-    def __init__(self, latency_s: float) -> None:
+    def __init__(self, latency_s: float, batches: bool = False) -> None:
         self.latency_s = latency_s
-        self.proc = subprocess.Popen([sys.executable, str(SERVER), "--latency", str(latency_s)],
+        self.proc = subprocess.Popen([sys.executable, str(SERVER), "--latency", str(latency_s),
+                                      *(["--batches"] if batches else [])],
                                      stdout=subprocess.PIPE, text=True)  # fmt: skip
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         self.port = int(line.split()[1])

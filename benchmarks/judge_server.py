@@ -5,10 +5,15 @@ against the client and the benchmark cannot say what the client costs.  This one
 and answers (one asyncio loop, HTTP/1.1 keep-alive), and reports its own CPU, so what it takes is known.
 
     python benchmarks/judge_server.py --latency 0.5 [--port 0]    # prints "port N" on its first line
+    python benchmarks/judge_server.py --batches                   # OpenAI's Files and Batches instead
 
 Answers: the evaluated model (`model_version=eval-model`, lmms-eval's `--model openai`) at once, per row
 (tests/fakes.py `Model`); the step agent and the judge after `--latency` seconds (`Judge(per_model=True)`: two judge
 models disagree).  Listens on 127.0.0.1 only.
+
+With `--batches` it is `judges.testing_batches.BatchServer` with the same responder: each batch line is answered
+as the chat route answers it (no latency: a batch's wait is its queue, one status step per poll), and
+GET /v1/_loopback/counters says what was uploaded, created and run.
 
 Control (JSON): GET /_stats -> {"calls": [[t_start, t_end, model, images], ...], "cpu_s": server CPU seconds};
 POST /_reset forgets the calls.  Times are `time.time()`, comparable with the client's clock.
@@ -23,6 +28,8 @@ import resource
 import sys
 import time
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from fakes import Model  # noqa: E402
@@ -32,15 +39,17 @@ from judges.testing import Reply, count_media  # noqa: E402
 EVAL_MODEL = "eval-model"
 
 
+def cpu_s() -> float:
+    """This process's CPU seconds so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 class Server:
     def __init__(self, latency_s: float) -> None:
         self.latency_s = latency_s
         self.responder = Model(per_model=True)
         self.calls: list[list] = []
-
-    def cpu_s(self) -> float:
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        return usage.ru_utime + usage.ru_stime
 
     async def completion(self, body: bytes) -> tuple[int, bytes]:
         t0 = time.time()
@@ -86,7 +95,7 @@ class Server:
                 if path.endswith("/chat/completions") and method == "POST":
                     status, payload = await self.completion(body)
                 elif path == "/_stats":
-                    status, payload = 200, json.dumps({"calls": self.calls, "cpu_s": self.cpu_s()}).encode()
+                    status, payload = 200, json.dumps({"calls": self.calls, "cpu_s": cpu_s()}).encode()
                 elif path == "/_reset":
                     self.calls = []
                     status, payload = 200, b"{}"
@@ -110,12 +119,33 @@ async def serve(latency_s: float, port: int) -> None:
         await srv.serve_forever()
 
 
+def serve_batches(port: int) -> None:
+    """--batches: Files and Batches answering with `Model(per_model=True)`; /_stats gives the server's CPU (no
+    chat calls) and /_reset does nothing, so `judge_cli_paths.JudgeServer` drives either kind."""
+    from judges.testing_batches import BatchServer
+
+    class Batches(BatchServer):
+        def route(self, handler: Any, method: str, raw: bytes) -> bool:
+            if handler.path in ("/_stats", "/_reset"):
+                handler._send_json(200, {"calls": [], "cpu_s": cpu_s()} if handler.path == "/_stats" else {})
+                return True
+            return super().route(handler, method, raw)
+
+    srv = Batches(responder=Model(per_model=True), port=port).start()
+    print(f"port {urlsplit(srv.base_url).port}", flush=True)
+    while True:
+        time.sleep(3600)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--latency", type=float, default=0.5, help="seconds each judge request takes")
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--batches", action="store_true", help="serve OpenAI's Files and Batches (no --latency)")
     args = ap.parse_args()
     try:
+        if args.batches:
+            serve_batches(args.port)
         asyncio.run(serve(args.latency, args.port))
     except KeyboardInterrupt:
         pass
