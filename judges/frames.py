@@ -378,7 +378,9 @@ def prepare_media(
     slots) for its own video only, and a request that needs no video starts at once (hashing 6,500 videos first
     held the first request back by 1.5-3 s).  An error fails every part not yet made, so the pipeline raises it.
     Leaving the block (the pipeline ended, say on an error) stops the thread: no further chunk is hashed or
-    rendered for a run that is gone."""
+    rendered for a run that is gone; except in a batched stage's pass (`judges.batch`): there the rows stop at
+    a request waiting for a batch, and the thread goes on queueing every video's frames for the render pool, so
+    the judge round's frames are decoded while the client waits for the provider, not after."""
     configure_frame_cache(media.frame_cache, media.frame_cache_max_bytes)
     stop = threading.Event()
     futures: list[list[Future]] = [[Future() for _ in group] for group in groups]
@@ -389,7 +391,10 @@ def prepare_media(
     try:
         yield futures
     finally:
-        stop.set()
+        from .batch import active
+
+        if active() is None:
+            stop.set()
 
 
 def _make_ready(
