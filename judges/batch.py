@@ -469,11 +469,15 @@ def active() -> BatchBook | None:
 @contextlib.contextmanager
 def activated(book: BatchBook) -> Iterator[BatchBook]:
     """Make `book` the process's batch book while the block runs (one batched stage per process)."""
+    from . import frames
+
     global _ACTIVE
     if _ACTIVE is not None:
         raise RuntimeError("a batched judge stage is already running in this process")
     _ACTIVE = book
+    frames.linger(True)  # the next round's frames render while the client waits for this one
     try:
         yield book
     finally:
         _ACTIVE = None
+        frames.linger(False)
