@@ -286,7 +286,7 @@ class BatchBook:
         error = line.get("error")
         response = line.get("response") or {}
         status = int(response.get("status_code") or 0)
-        if error and isinstance(error, dict) and error.get("code") in UNRUN_CODES or (not response and error):
+        if isinstance(error, dict) and error.get("code") in UNRUN_CODES:  # never ran: no try is counted
             seen[name] = "unrun"
             return self._again(key)
         body = response.get("body")

@@ -191,3 +191,59 @@ def test_a_retired_model_in_an_output_line_stops_the_stage_as_the_synchronous_pa
     with BatchServer(responder=gone, expected_api_key=API_KEY) as srv:
         with pytest.raises(JudgeModelNotFound, match="'judge-a' is retired or unknown"):
             _batched(srv, tmp_path, _requests(2))
+
+
+def _one_line_back(tmp: Path, line: dict[str, Any], max_tries: int = 2) -> tuple[Any, BatchBook]:
+    """A book whose one request went into a collected file that brought back `line`; what `resolve` makes of it
+    (a JudgeResult, None to send directly, or the BatchPending of a request sent again), and the book."""
+    import asyncio
+
+    from judges.batch import BatchFile, BatchPending
+
+    endpoint = EndpointConfig(base_url="http://127.0.0.1:9/v1", api_key=API_KEY, max_tries=max_tries)
+    engine = JudgeEngine(endpoint, cache=tmp / "cache.sqlite", progress=False)
+    book = BatchBook(tmp / "book", BatchOptions(), endpoint)
+    req = _requests(1)[0]
+    key = engine.key_of(req, None)
+    (book.folder / "outputs").mkdir(parents=True)
+    (book.folder / "outputs" / "r1.output.jsonl").write_text(json.dumps({**line, "custom_id": key}) + "\n")
+    book.files.append(BatchFile("r1", 1, "judge-a", 1, 10, collected=True, output="outputs/r1.output.jsonl"))
+    book.submitted[key] = "r1"
+    book.begin_pass()
+    try:
+        got: Any = asyncio.run(book.resolve(engine, key, req))
+    except BatchPending as exc:
+        got = exc
+    book.abort_pass()
+    engine.close()
+    return got, book
+
+
+def test_how_each_kind_of_output_line_is_taken(tmp_path: Path) -> None:
+    from judges.batch import BatchPending
+
+    answer = {"response": {"status_code": 200, "body": {"choices": [{"message": {"content": "fine"}}], "model": "m"}}}
+    got, book = _one_line_back(tmp_path / "ok", answer)
+    assert got.ok and got.text == "fine" and got.tries == 1 and not got.cached
+    # expired (OpenAI's error file): sent again, no try counted
+    expired = {"response": None, "error": {"code": "batch_expired", "message": "not run"}}
+    got, book = _one_line_back(tmp_path / "expired", expired)
+    assert isinstance(got, BatchPending) and list(book.outcomes.values()) == [{"r1": "unrun"}]
+    # an HTTP 500 (OpenAI's error file) and a failure with no response (vLLM, or a provider's own error): tries
+    for name, line in {
+        "500": {"response": {"status_code": 500, "body": {"error": {"message": "boom"}}}, "error": None},
+        "noresponse": {"response": None, "error": {"code": "server_error", "message": "boom"}},
+    }.items():
+        got, book = _one_line_back(tmp_path / name, line)
+        assert isinstance(got, BatchPending) and list(book.outcomes.values()) == [{"r1": "retry"}], name
+        got, _ = _one_line_back(tmp_path / f"{name}_last", line, max_tries=1)
+        assert (got.ok, got.error) == (False, "server_error"), name
+    # a 400: not retried, a failure kept for the rest of the stage
+    got, book = _one_line_back(
+        tmp_path / "400", {"response": {"status_code": 400, "body": {"error": {"message": "no"}}}}
+    )
+    assert (got.ok, got.error) == (False, "http_400") and list(book.failed) == [got.key]
+    # vLLM's failed line: a null body, the error beside it
+    vllm = {"response": {"status_code": 400, "body": None}, "error": "URL /chat/completions was used."}
+    got, _ = _one_line_back(tmp_path / "vllm", vllm)
+    assert (got.ok, got.error) == (False, "http_400") and "URL /chat/completions" in got.detail
