@@ -151,12 +151,13 @@ def write_answers(folder: Path, specs: list[Any], rows: list[tuple[Any, dict[str
 
 # ------------------------------------------------------------------------------------------------ 2. the judge
 class JudgeServer:
-    """benchmarks/judge_server.py in a process of its own (`batches`: its Files and Batches kind)."""
+    """benchmarks/judge_server.py in a process of its own (`batches`: its Files and Batches kind, each batch held
+    in_progress `queue_s` seconds)."""
 
-    def __init__(self, latency_s: float, batches: bool = False) -> None:
+    def __init__(self, latency_s: float, batches: bool = False, queue_s: float = 0.0) -> None:
         self.latency_s = latency_s
         self.proc = subprocess.Popen([sys.executable, str(SERVER), "--latency", str(latency_s),
-                                      *(["--batches"] if batches else [])],
+                                      *(["--batches", "--queue", str(queue_s)] if batches else [])],
                                      stdout=subprocess.PIPE, text=True)  # fmt: skip
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         self.port = int(line.split()[1])
