@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .atomic import atomic_write_text
-from .batch_files import OPENAI_URL, BatchOptions, FilePlan, request_line, url_for
+from .batch_files import OPENAI_URL, BatchOptions, FilePlan, oversize, request_line, url_for
 from .config import EndpointConfig, JudgeConfigError
 from .endpoint import (
     DETAIL_CHARS,
@@ -79,6 +79,9 @@ class BatchFile:
     collected: bool = False
     #: a failed batch: what the provider said
     failure: str | None = None
+    #: the upload / the batch creation was begun (saved first): only then can the provider hold one we never heard of
+    upload_started: bool = False
+    create_started: bool = False
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> BatchFile:
@@ -129,6 +132,8 @@ class BatchBook:
         self._written: set[str] = set()
         self._closed: list[str] = []
         self._answers: dict[tuple[str, str], dict[str, Any]] = {}
+        #: answers read in this pass, per cache, to store when it ends (`flush`)
+        self._to_cache: dict[int, tuple[Any, list[tuple[Any, ...]]]] = {}
         #: requests waiting for a batch in this pass, and answers read from collected batches
         self.waiting: set[str] = set()
         self.answered = 0
@@ -153,8 +158,10 @@ class BatchBook:
                 f"{path}: these batches went {'to the Batch API' if doc.get('mode') == 'api' else 'to request files'}"
                 f"; finish them the same way ({'--batch' if doc.get('mode') == 'api' else '--batch-results DIR'})"
             )
-        if self.mode == "api" and doc.get("host") != self.endpoint.host and any(
-            f.get("batch_id") and not f.get("collected") for f in doc.get("files", [])
+        if (
+            self.mode == "api"
+            and doc.get("host") != self.endpoint.host
+            and any(f.get("batch_id") and not f.get("collected") for f in doc.get("files", []))
         ):
             raise BatchStateError(
                 f"{path}: batches not collected yet were submitted to {doc.get('host')}, not {self.endpoint.host}; "
@@ -310,8 +317,10 @@ class BatchBook:
             return self._fail(res)
         seen[name] = "ok"
         cache = engine.cache
-        if cache is not None:
-            await asyncio.to_thread(cache.put, key, model, text, p_tok, c_tok, req.summary(), api_model, self.host)
+        if cache is not None:  # cached at the pass's end, in one transaction (`flush`)
+            self._to_cache.setdefault(id(cache), (cache, []))[1].append(
+                (key, model, text, p_tok, c_tok, req.summary(), api_model, self.host)
+            )
         self.answered += 1
         return JudgeResult(ok=True, text=text, prompt_tokens=p_tok, completion_tokens=c_tok, api_model=api_model,
                            endpoint=self.host, **base)  # fmt: skip
@@ -343,10 +352,7 @@ class BatchBook:
     def _append(self, model: str, line: bytes) -> None:
         limits = self.options.limits
         if len(line) > limits.max_bytes:
-            raise JudgeConfigError(
-                f"one {model} request is {len(line) / 1e6:.1f} MB, over the {limits.max_bytes / 1e6:.1f} MB a batch "
-                "file may hold (--batch-max-mb)"
-            )
+            raise JudgeConfigError(oversize(model, len(line), limits))
         cur = self._open.get(model)
         full = cur is not None and (
             cur.plan.requests + 1 > limits.max_requests or cur.plan.bytes + len(line) > limits.max_bytes
@@ -376,8 +382,16 @@ class BatchBook:
         if self._open.get(cur.plan.model) is cur:
             del self._open[cur.plan.model]
 
+    def flush(self) -> None:
+        """Cache the answers this pass read (before the next pass looks them up)."""
+        pending, self._to_cache = self._to_cache, {}
+        for cache, rows in pending.values():
+            cache.put_many(rows)
+
     def end_pass(self) -> list[BatchFile]:
-        """Close this pass's request files and record them (a new round when there are any); the book saved."""
+        """Close this pass's request files and record them (a new round when there are any); the answers it read
+        cached; the book saved."""
+        self.flush()
         for cur in list(self._open.values()):
             self._close(cur)
         new = [f for f in self.files if f.name in self._closed]
@@ -388,7 +402,9 @@ class BatchBook:
         return new
 
     def abort_pass(self) -> None:
-        """A pass that raised: its request files were never submitted; they and their keys are dropped."""
+        """A pass that raised: its request files were never submitted; they and their keys are dropped (the answers
+        it read are good: cached)."""
+        self.flush()
         for cur in list(self._open.values()):
             cur.handle.close()
             cur.path.unlink(missing_ok=True)
@@ -453,11 +469,15 @@ def active() -> BatchBook | None:
 @contextlib.contextmanager
 def activated(book: BatchBook) -> Iterator[BatchBook]:
     """Make `book` the process's batch book while the block runs (one batched stage per process)."""
+    from . import frames
+
     global _ACTIVE
     if _ACTIVE is not None:
         raise RuntimeError("a batched judge stage is already running in this process")
     _ACTIVE = book
+    frames.linger(True)  # the next round's frames render while the client waits for this one
     try:
         yield book
     finally:
         _ACTIVE = None
+        frames.linger(False)

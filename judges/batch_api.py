@@ -21,6 +21,7 @@ from typing import Any
 
 from .atomic import atomic_path
 from .batch import BatchBook, BatchFile
+from .batch_files import BYTES_PER_MB
 from .config import EndpointConfig, JudgeConfigError
 from .endpoint import failure_detail
 
@@ -56,7 +57,10 @@ class BatchAPI:
             ep = self.endpoint
             if ep.api_type == "azure":
                 self._client = openai.AzureOpenAI(
-                    api_key=ep.api_key, azure_endpoint=ep.base_url, api_version=ep.api_version, max_retries=0,
+                    api_key=ep.api_key,
+                    azure_endpoint=ep.base_url,
+                    api_version=ep.api_version,
+                    max_retries=0,
                     timeout=ep.timeout_s,
                 )
             else:
@@ -102,10 +106,14 @@ class BatchAPI:
             if f.collected or f.batch_id:
                 continue
             if not f.file_id:
-                f.file_id = self._adopt_file(book, f) or self._upload(book, f)
+                resumed, f.upload_started = f.upload_started, True
+                book.save()  # before the upload: a process killed during it finds the upload by name
+                f.file_id = (self._adopt_file(book, f) if resumed else None) or self._upload(book, f)
                 book.save()
                 self.uploaded += 1
-            batch = self._adopt_batch(f)
+            resumed, f.create_started = f.create_started, True
+            book.save()
+            batch = self._adopt_batch(f) if resumed else None
             if batch is None:
                 batch = self._call(f"creating the batch of {f.name}", lambda f=f: self.client.batches.create(
                     input_file_id=f.file_id, endpoint=book.url, completion_window="24h",
@@ -114,7 +122,7 @@ class BatchAPI:
                 made += 1
             f.batch_id, f.status = batch.id, batch.status
             book.save()
-            self.say(f"{f.name}: {f.requests} requests ({f.bytes / 1e6:.1f} MB) submitted as {f.batch_id}")
+            self.say(f"{f.name}: {f.requests} requests ({f.bytes / BYTES_PER_MB:.1f} MB) submitted as {f.batch_id}")
         return made
 
     def _adopt_file(self, book: BatchBook, f: BatchFile) -> str | None:

@@ -17,6 +17,8 @@ from typing import Any
 #: OpenAI's limits per batch input file (https://platform.openai.com/docs/guides/batch): 50,000 requests, 200 MB
 DEFAULT_MAX_REQUESTS = 50_000
 DEFAULT_MAX_MB = 200.0
+#: a megabyte as providers count file sizes (OpenAI's "200 MB"): 10^6 bytes, so a full file is never over the limit
+BYTES_PER_MB = 1_000_000
 #: the URL a line names: OpenAI and vLLM take "/v1/chat/completions", Azure OpenAI "/chat/completions"
 OPENAI_URL = "/v1/chat/completions"
 AZURE_URL = "/chat/completions"
@@ -29,7 +31,7 @@ class BatchLimits:
     """What one input file may hold."""
 
     max_requests: int = DEFAULT_MAX_REQUESTS
-    max_bytes: int = int(DEFAULT_MAX_MB * 1024 * 1024)
+    max_bytes: int = int(DEFAULT_MAX_MB * BYTES_PER_MB)
 
     def __post_init__(self) -> None:
         if self.max_requests < 1:
@@ -49,6 +51,14 @@ def request_line(custom_id: str, body: Mapping[str, Any], url: str = OPENAI_URL)
     return (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
+def oversize(model: str, size: int, limits: BatchLimits) -> str:
+    """What is said of one request too large for any batch file."""
+    return (
+        f"one {model} request is {size / BYTES_PER_MB:.1f} MB ({size} bytes), over the "
+        f"{limits.max_bytes / BYTES_PER_MB:.1f} MB a batch file may hold; raise --batch-max-mb or send fewer frames"
+    )
+
+
 @dataclass
 class FilePlan:
     """One input file: its model, and how many requests and bytes it holds."""
@@ -66,10 +76,7 @@ def plan_files(lines: Iterable[tuple[str, int]], limits: BatchLimits) -> list[Fi
     out: list[FilePlan] = []
     for model, size in lines:
         if size > limits.max_bytes:
-            raise ValueError(
-                f"one {model} request is {size / 1e6:.1f} MB, over the {limits.max_bytes / 1e6:.1f} MB a batch file "
-                "may hold; raise --batch-max-mb or send fewer frames"
-            )
+            raise ValueError(oversize(model, size, limits))
         cur = open_files.get(model)
         if cur is None or cur.requests + 1 > limits.max_requests or cur.bytes + size > limits.max_bytes:
             cur = open_files[model] = FilePlan(model)

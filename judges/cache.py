@@ -119,6 +119,30 @@ class JudgeCache:
                 (key, model, text, int(prompt_tokens), int(completion_tokens), time.time(), blob, api_model, endpoint),
             )
 
+    def put_many(self, rows: Iterable[tuple[Any, ...]]) -> int:
+        """Store many validated answers (each row `put`'s arguments, summary included) in one transaction: a batch
+        round's thousands of answers cost one commit, not one each.  Returns how many."""
+        values = [
+            (key, model, text, int(p), int(c), time.time(),
+             json.dumps(summary, ensure_ascii=False, default=str) if summary is not None else None, api_model, endpoint)
+            for key, model, text, p, c, summary, api_model, endpoint in rows
+        ]  # fmt: skip
+        if not values:
+            return 0
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._conn.executemany(
+                    "INSERT OR REPLACE INTO answers (key, model, text, prompt_tokens, completion_tokens, created, "
+                    "summary, api_model, endpoint) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    values,
+                )
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+        return len(values)
+
     def keys(self) -> set[str]:
         with self._lock:
             return {row[0] for row in self._conn.execute("SELECT key FROM answers")}

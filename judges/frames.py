@@ -362,6 +362,17 @@ def media_caches(media: MediaSettings) -> Iterator[None]:
         configure_digest_store(store.path if store else None)
 
 
+#: `prepare_media` leaves its thread running when its block ends (`linger`)
+_linger = False
+
+
+def linger(on: bool) -> None:
+    """While on, a pipeline that ends leaves its media thread queueing frames for the render pool (a batched
+    stage's pass ends long before its judge round; the frames are then ready when the round comes)."""
+    global _linger
+    _linger = on
+
+
 @contextmanager
 def prepare_media(
     media: MediaSettings, groups: Sequence[Sequence[T]], path: Callable[[T], str | Path], part: Callable[[T], Any]
@@ -378,7 +389,10 @@ def prepare_media(
     slots) for its own video only, and a request that needs no video starts at once (hashing 6,500 videos first
     held the first request back by 1.5-3 s).  An error fails every part not yet made, so the pipeline raises it.
     Leaving the block (the pipeline ended, say on an error) stops the thread: no further chunk is hashed or
-    rendered for a run that is gone."""
+    rendered for a run that is gone; except while `linger` is on (a batched stage, `judges.batch.activated`):
+    there a pass ends with its rows stopped at requests that wait for a batch, and the thread goes on queueing
+    every video's frames for the render pool, so the judge round's frames are decoded while the client waits for
+    the provider, not after."""
     configure_frame_cache(media.frame_cache, media.frame_cache_max_bytes)
     stop = threading.Event()
     futures: list[list[Future]] = [[Future() for _ in group] for group in groups]
@@ -389,7 +403,8 @@ def prepare_media(
     try:
         yield futures
     finally:
-        stop.set()
+        if not _linger:
+            stop.set()
 
 
 def _make_ready(

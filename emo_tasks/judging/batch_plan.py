@@ -20,14 +20,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from judges.batch_files import BatchLimits, FilePlan, plan_files, request_line, url_for
+from judges.batch_files import BYTES_PER_MB, BatchLimits, FilePlan, plan_files, request_line, url_for
 
 #: The size of an answer not given yet, per token (o200k_base English text is about 4 bytes a token).
 BYTES_PER_TOKEN = 4
 #: The custom_id of a line whose request is not known yet: a cache key's length (sha256 hex).
 UNKNOWN_KEY = "0" * 64
 #: bytes per MB, as --batch-max-mb counts them
-MB = 1024 * 1024
+MB = BYTES_PER_MB
 
 
 @dataclass(frozen=True)

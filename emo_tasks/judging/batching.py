@@ -19,9 +19,7 @@ from emo_tasks.judging.stage_types import EXIT_ERROR, EXIT_PENDING, StageError
 from emo_tasks.results import layout
 
 
-def judge_in_batches(
-    run_pass: Callable[[], int], out_dir: Path, env: Mapping[str, str], options: Any, err: Any
-) -> int:
+def judge_in_batches(run_pass: Callable[[], int], out_dir: Path, env: Mapping[str, str], options: Any, err: Any) -> int:
     """Run `run_pass` (the stage: judge and write) until no request waits for a batch; its exit code, or
     EXIT_PENDING (5) when batches are out (--batch-submit-only, vLLM files written, or waiting interrupted)."""
     from judges.batch import BatchBook, BatchPending, activated

@@ -60,7 +60,7 @@ def main_judge(args: argparse.Namespace) -> int:
 def batch_options(args: argparse.Namespace) -> Any:
     """The --batch-* flags as `judges.batch_files.BatchOptions`, or None without --batch / --batch-file /
     --batch-results; a --batch-* flag without them is an error (it would silently do nothing)."""
-    from judges.batch_files import DEFAULT_MAX_MB, DEFAULT_MAX_REQUESTS, BatchLimits, BatchOptions
+    from judges.batch_files import BYTES_PER_MB, DEFAULT_MAX_MB, DEFAULT_MAX_REQUESTS, BatchLimits, BatchOptions
 
     batching = bool(getattr(args, "batch", False) or getattr(args, "batch_file", None)
                     or getattr(args, "batch_results", None))  # fmt: skip
@@ -80,7 +80,7 @@ def batch_options(args: argparse.Namespace) -> Any:
     max_requests = args.batch_max_requests or DEFAULT_MAX_REQUESTS
     max_mb = args.batch_max_mb or DEFAULT_MAX_MB
     return BatchOptions(
-        limits=BatchLimits(max_requests=max_requests, max_bytes=max(1024, int(max_mb * 1024 * 1024))),
+        limits=BatchLimits(max_requests=max_requests, max_bytes=max(1024, int(max_mb * BYTES_PER_MB))),
         poll_s=args.batch_poll,
         submit_only=args.batch_submit_only,
         fallback=args.batch_fallback,

@@ -160,10 +160,9 @@ def test_a_request_larger_than_a_file_may_hold_is_refused_naming_its_size(tmp_pa
     big = [JudgeRequest([{"role": "user", "content": "x" * 5000}], model="judge-a")]
     options = BatchOptions(limits=BatchLimits(max_bytes=2048), poll_s=0)
     with BatchServer(responder=echo_responder, expected_api_key=API_KEY) as srv:
-        with pytest.raises(JudgeConfigError, match=r"request is 0\.0 MB, over the 0\.0 MB"):
+        with pytest.raises(JudgeConfigError, match=r"request is 0\.0 MB \(\d+ bytes\), over the 0\.0 MB"):
             _batched(srv, tmp_path, big, options=options)
         assert srv.counters()["uploads"] == 0
-
 
 
 def test_a_provider_refusing_the_file_stops_naming_its_error_and_fallback_sync_sends_it_directly(

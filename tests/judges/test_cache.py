@@ -181,3 +181,21 @@ def test_default_cache_dir_follows_the_platform(monkeypatch, tmp_path: Path) -> 
     assert cache_dir({"XDG_CACHE_HOME": str(tmp_path / "xdg")}) == tmp_path / "xdg" / "emo_tasks"
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert cache_dir({}) == tmp_path / "home" / ".cache" / "emo_tasks"
+
+
+def test_put_many_stores_every_row_as_put_does_in_one_transaction(tmp_path: Path) -> None:
+    """A batch round's answers are cached together (`judges.batch`); each reads back as one `put` would store it."""
+    one, many = JudgeCache(tmp_path / "one.sqlite"), JudgeCache(tmp_path / "many.sqlite")
+    rows = [
+        (f"k{i}", "m", f"answer {i}", 10 + i, i, {"role": "judge", "i": i}, "m-2024", "127.0.0.1:1") for i in range(50)
+    ]
+    for row in rows:
+        one.put(*row)
+    statements: list[str] = []
+    many._conn.set_trace_callback(statements.append)
+    assert many.put_many(rows) == 50 and many.put_many([]) == 0
+    many._conn.set_trace_callback(None)
+    assert statements.count("COMMIT") == 1
+    assert many.get_many(r[0] for r in rows) == one.get_many(r[0] for r in rows)
+    one.close()
+    many.close()

@@ -207,7 +207,7 @@ def test_typical_answer_lengths_follow_the_protocol() -> None:
 # ------------------------------------------------------------------------------------------ --dry-run --batch
 # issue 35, item 3: the batch rate next to the cost sent one by one, and the rounds, files and bytes of a batch
 # judging (MME-Emotion: step agent, then judge; the judge prompt holds the step agent's answer).
-MB = 1024 * 1024
+MB = 1_000_000  # as --batch-max-mb counts (judges.batch_files.BYTES_PER_MB)
 
 
 def batch_table(footer: list[str]) -> dict[int, dict[str, str]]:
