@@ -64,7 +64,7 @@ from judge_cli_paths import (  # noqa: E402
     say,
 )
 
-from judges.batch_files import DEFAULT_MAX_MB, DEFAULT_MAX_REQUESTS, BatchLimits  # noqa: E402
+from judges.batch_files import BYTES_PER_MB, DEFAULT_MAX_MB, DEFAULT_MAX_REQUESTS, BatchLimits  # noqa: E402
 from judges.config import DEFAULT_CONCURRENCY  # noqa: E402
 
 FULL = 6500
@@ -199,7 +199,7 @@ def measure(args: argparse.Namespace, n: int, tmp: Path) -> list[tuple[str, bool
     wait_s = sum(b - a for a, b in waits.values())
     wall = batch["t1"] - batch["t0"]
     own = wall - wait_s
-    limits = BatchLimits(args.batch_max_requests, int(args.batch_max_mb * 1024 * 1024))
+    limits = BatchLimits(args.batch_max_requests, int(args.batch_max_mb * BYTES_PER_MB))
 
     say(f"[batch] emo-tasks judge RUN --batch --batch-poll {args.batch_poll:g} (queue {args.queue:g} s): "
         f"{book['rounds']} rounds, {len(book['files'])} files, "
@@ -214,8 +214,8 @@ def measure(args: argparse.Namespace, n: int, tmp: Path) -> list[tuple[str, bool
     big_req = max(book["files"], key=lambda f: f["requests"])
     big_bytes = max(book["files"], key=lambda f: f["bytes"])
     say(f"  largest file: {big_req['requests']} requests ({big_req['name']}; limit {limits.max_requests}), "
-        f"{big_bytes['bytes']:,} bytes = {big_bytes['bytes'] / 2**20:.1f} MiB ({big_bytes['name']}; limit "
-        f"{limits.max_bytes / 2**20:.0f} MiB)")  # fmt: skip
+        f"{big_bytes['bytes']:,} bytes = {big_bytes['bytes'] / BYTES_PER_MB:.1f} MB ({big_bytes['name']}; limit "
+        f"{limits.max_bytes / BYTES_PER_MB:.0f} MB)")  # fmt: skip
     cpu_waiting = sum(cpu_between(batch, a, b) for a, b in waits.values())
     say(f"  wall {wall:.1f} s = waiting {wait_s:.1f} s + the time spent outside the provider's queue (the client's "
         f"own) {own:.1f} s")  # fmt: skip
@@ -252,7 +252,7 @@ def measure(args: argparse.Namespace, n: int, tmp: Path) -> list[tuple[str, bool
         say(f"  (the {GOAL_SHARE:.0%} goal is set at {FULL:,} rows; at {n}: {share:.1%})")
     within = big_req["requests"] <= limits.max_requests and big_bytes["bytes"] <= limits.max_bytes
     goals.append(("every batch file within the limits", within,
-                  f"{big_req['requests']} requests, {big_bytes['bytes'] / 2**20:.1f} MiB"))  # fmt: skip
+                  f"{big_req['requests']} requests, {big_bytes['bytes'] / BYTES_PER_MB:.1f} MB"))  # fmt: skip
     sync_res, batch_res = results_of(tmp / "judged-sync"), results_of(tmp / "judged-batch")
     same = bool(sync_res) and metric_values(sync_res) == metric_values(batch_res)
     goals.append(("the batch stage's metrics equal the synchronous stage's, bit for bit", same,
