@@ -151,14 +151,15 @@ class BatchServer(LoopbackServer):
         lifecycle_for: Callable[[int, list[dict[str, Any]]], Lifecycle] | None = None,
         seed: int = 0,
         max_requests: int = 50_000,
-        max_bytes: int = 200 * 1024 * 1024,
+        max_bytes: int = 200_000_000,
         line_check: Callable[[dict[str, Any]], tuple[str, str] | None] | None = None,
         fault: Callable[[str, int], Reply | None] | None = None,
         **kwargs: Any,
     ) -> None:
         """lifecycles: one per created batch, in order; then `default_lifecycle` (completed).  lifecycle_for(n,
         lines), when given, chooses instead (n counts batches from 0).  max_requests / max_bytes: the provider's
-        limits per input file.  line_check(line) -> (code, message) refuses a line, e.g. one with images.
+        limits per input file (OpenAI: 50,000 requests, 200 MB of 10^6 bytes).  line_check(line) -> (code, message)
+        refuses a line, e.g. one with images.
 
         fault(route, nth) injects a fault into the nth request (from 1) of a route (one of ROUTES): a
         Reply("status", status=429, retry_after=2) answers with that error and does nothing; Reply("drop") closes
