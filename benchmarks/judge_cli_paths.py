@@ -151,12 +151,13 @@ def write_answers(folder: Path, specs: list[Any], rows: list[tuple[Any, dict[str
 
 # ------------------------------------------------------------------------------------------------ 2. the judge
 class JudgeServer:
-    """benchmarks/judge_server.py in a process of its own (`batches`: its Files and Batches kind)."""
+    """benchmarks/judge_server.py in a process of its own (`batches`: its Files and Batches kind, each batch held
+    in_progress `queue_s` seconds)."""
 
-    def __init__(self, latency_s: float, batches: bool = False) -> None:
+    def __init__(self, latency_s: float, batches: bool = False, queue_s: float = 0.0) -> None:
         self.latency_s = latency_s
         self.proc = subprocess.Popen([sys.executable, str(SERVER), "--latency", str(latency_s),
-                                      *(["--batches"] if batches else [])],
+                                      *(["--batches", "--queue", str(queue_s)] if batches else [])],
                                      stdout=subprocess.PIPE, text=True)  # fmt: skip
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         self.port = int(line.split()[1])
@@ -209,15 +210,57 @@ def run_command(cmd: list[str], env: dict[str, str], log: Path, profile: Path | 
         if buf.strip():
             lines.append((time.time(), buf.decode("utf-8", "replace")))
 
+    samples: list[tuple[float, float]] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.5):
+            samples.append((time.time(), tree_cpu(proc.pid)))
+
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     _, status, usage = os.wait4(proc.pid, 0)
     t1 = time.time()
+    stop.set()
     reader.join(timeout=10)
     log.write_text("".join(f"{t - t0:9.3f}  {text}\n" for t, text in lines))
     return {"t0": t0, "t1": t1, "rc": os.waitstatus_to_exitcode(status), "cpu_s": usage.ru_utime + usage.ru_stime,
         "rss_mb": usage.ru_maxrss / 1024,
-            "lines": lines}  # fmt: skip
+            "lines": lines, "cpu_samples": samples}  # fmt: skip
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds so far of `pid`, its live descendants and the children it reaped (0.0 once it is gone): sampled
+    while a command runs, so a benchmark can say how much of the CPU fell in a span (e.g. while it waited)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, tuple[int, list[str]]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            stats[int(entry)] = (int(fields[1]), fields)  # ppid; fields[11:15] = utime stime cutime cstime
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        if p in stats:
+            total += sum(int(x) for x in stats[p][1][11:15]) / tick
+            todo.extend(c for c, (ppid, _) in stats.items() if ppid == p)
+    return total
+
+
+def cpu_between(run: dict[str, Any], a: float, b: float) -> float:
+    """The command's CPU seconds between times `a` and `b` (the nearest samples, 0.5 s apart)."""
+    samples = run.get("cpu_samples") or []
+
+    def at(t: float) -> float:
+        before = [cpu for ts, cpu in samples if ts <= t]
+        return before[-1] if before else 0.0
+
+    return max(0.0, at(b) - at(a))
 
 
 def first_line(run: dict[str, Any], pattern: str) -> float | None:

@@ -5,15 +5,16 @@ against the client and the benchmark cannot say what the client costs.  This one
 and answers (one asyncio loop, HTTP/1.1 keep-alive), and reports its own CPU, so what it takes is known.
 
     python benchmarks/judge_server.py --latency 0.5 [--port 0]    # prints "port N" on its first line
-    python benchmarks/judge_server.py --batches                   # OpenAI's Files and Batches instead
+    python benchmarks/judge_server.py --batches [--queue 60]      # OpenAI's Files and Batches instead
 
 Answers: the evaluated model (`model_version=eval-model`, lmms-eval's `--model openai`) at once, per row
 (tests/fakes.py `Model`); the step agent and the judge after `--latency` seconds (`Judge(per_model=True)`: two judge
 models disagree).  Listens on 127.0.0.1 only.
 
 With `--batches` it is `judges.testing_batches.BatchServer` with the same responder: each batch line is answered
-as the chat route answers it (no latency: a batch's wait is its queue, one status step per poll), and
-GET /v1/_loopback/counters says what was uploaded, created and run.
+as the chat route answers it (no latency: a batch's wait is its queue, one status step per poll; `--queue S`: every
+batch stays in_progress S seconds from its creation, a provider's queue), and GET /v1/_loopback/counters says
+what was uploaded, created and run.
 
 Control (JSON): GET /_stats -> {"calls": [[t_start, t_end, model, images], ...], "cpu_s": server CPU seconds};
 POST /_reset forgets the calls.  Times are `time.time()`, comparable with the client's clock.
@@ -119,10 +120,11 @@ async def serve(latency_s: float, port: int) -> None:
         await srv.serve_forever()
 
 
-def serve_batches(port: int) -> None:
-    """--batches: Files and Batches answering with `Model(per_model=True)`; /_stats gives the server's CPU (no
-    chat calls) and /_reset does nothing, so `judge_cli_paths.JudgeServer` drives either kind."""
-    from judges.testing_batches import BatchServer
+def serve_batches(port: int, queue_s: float = 0.0) -> None:
+    """--batches: Files and Batches answering with `Model(per_model=True)`, each batch held in_progress `queue_s`
+    seconds; /_stats gives the server's CPU (no chat calls) and /_reset does nothing, so
+    `judge_cli_paths.JudgeServer` drives either kind."""
+    from judges.testing_batches import BatchServer, Lifecycle
 
     class Batches(BatchServer):
         def route(self, handler: Any, method: str, raw: bytes) -> bool:
@@ -131,7 +133,8 @@ def serve_batches(port: int) -> None:
                 return True
             return super().route(handler, method, raw)
 
-    srv = Batches(responder=Model(per_model=True), port=port).start()
+    life = Lifecycle(min_seconds=queue_s)
+    srv = Batches(responder=Model(per_model=True), port=port, default_lifecycle=life).start()
     print(f"port {urlsplit(srv.base_url).port}", flush=True)
     while True:
         time.sleep(3600)
@@ -142,10 +145,12 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.5, help="seconds each judge request takes")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--batches", action="store_true", help="serve OpenAI's Files and Batches (no --latency)")
+    ap.add_argument("--queue", type=float, default=0.0, metavar="S",
+                    help="--batches: each batch stays in_progress S s after its creation (a queue)")  # fmt: skip
     args = ap.parse_args()
     try:
         if args.batches:
-            serve_batches(args.port)
+            serve_batches(args.port, args.queue)
         asyncio.run(serve(args.latency, args.port))
     except KeyboardInterrupt:
         pass

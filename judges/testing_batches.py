@@ -6,9 +6,11 @@ It is `judges.testing.LoopbackServer` (chat completions, `GET /models`) plus Ope
 Why it exists: batch judging must be proven through the real openai SDK against a server that checks an input
 file as OpenAI does, answers each line with the same responder as the chat route (so a batch gets the
 synchronous path's answers), writes the output lines in shuffled order, and can expire, fail or be cancelled
-with part of the work done.  A batch's status moves one step on each `GET /batches/{id}` (no clock, no sleeps),
-and every file, batch and counter lives in the server object: a client killed with `kill -9` finds it all as it
-left it, and the counters say whether its successor uploaded or submitted anything again.
+with part of the work done.  A batch's status moves one step on each `GET /batches/{id}` (no sleeps; the only
+clock is `Lifecycle.min_seconds`, a provider's queue: `--queue S` keeps every batch in_progress for S seconds
+from its creation, however often it is polled), and every file, batch and counter lives in the server object:
+a client killed with `kill -9` finds it all as it left it, and the counters say whether its successor uploaded
+or submitted anything again.
 
     with BatchServer(responder=judge, lifecycles=[Lifecycle(end="expired", answered=3)]) as srv:
         client = openai.OpenAI(base_url=srv.base_url, api_key="k")
@@ -54,6 +56,10 @@ class Lifecycle:
     "cancelled" (cancelled from outside, e.g. the provider's dashboard: cancelling, then cancelled with
     `answered` lines run).  A client's cancel takes an unfinished batch to cancelling and its next GET to
     cancelled, with the lines run so far.  Lines run step by step during in_progress, so `request_counts` grow.
+
+    min_seconds: a provider's queue.  The batch does not leave in_progress (for finalizing, cancelling or its end)
+    until that many seconds after its creation, whatever the number of GETs; its GETs show its last in_progress
+    step meanwhile.  A client's cancel is not held.  0: one step per GET, no clock.
     """
 
     end: str = "completed"
@@ -67,12 +73,15 @@ class Lifecycle:
     list_unfinished: bool | None = None
     fail_code: str = "token_limit_exceeded"
     fail_message: str = "Enqueued token limit reached for this model. Try again once some batches complete."
+    min_seconds: float = 0.0
 
     def __post_init__(self) -> None:
         if self.end not in TERMINAL:
             raise ValueError(f"Lifecycle.end must be one of {TERMINAL}, not {self.end!r}")
         if self.validating < 1 or self.in_progress < 1 or self.finalizing < 0:
             raise ValueError("Lifecycle needs validating >= 1, in_progress >= 1, finalizing >= 0")
+        if self.min_seconds < 0:
+            raise ValueError(f"Lifecycle.min_seconds must be >= 0, not {self.min_seconds}")
 
 
 @dataclass
@@ -123,6 +132,8 @@ class BatchState:
     error_file_id: str | None = None
     stamps: dict[str, int] = field(default_factory=dict)
     polls: int = 0
+    #: time.monotonic() at creation: Lifecycle.min_seconds counts from it
+    created_clock: float = field(default_factory=time.monotonic)
 
     @property
     def status(self) -> str:
@@ -140,14 +151,15 @@ class BatchServer(LoopbackServer):
         lifecycle_for: Callable[[int, list[dict[str, Any]]], Lifecycle] | None = None,
         seed: int = 0,
         max_requests: int = 50_000,
-        max_bytes: int = 200 * 1024 * 1024,
+        max_bytes: int = 200_000_000,
         line_check: Callable[[dict[str, Any]], tuple[str, str] | None] | None = None,
         fault: Callable[[str, int], Reply | None] | None = None,
         **kwargs: Any,
     ) -> None:
         """lifecycles: one per created batch, in order; then `default_lifecycle` (completed).  lifecycle_for(n,
         lines), when given, chooses instead (n counts batches from 0).  max_requests / max_bytes: the provider's
-        limits per input file.  line_check(line) -> (code, message) refuses a line, e.g. one with images.
+        limits per input file (OpenAI: 50,000 requests, 200 MB of 10^6 bytes).  line_check(line) -> (code, message)
+        refuses a line, e.g. one with images.
 
         fault(route, nth) injects a fault into the nth request (from 1) of a route (one of ROUTES): a
         Reply("status", status=429, retry_after=2) answers with that error and does nothing; Reply("drop") closes
@@ -397,7 +409,7 @@ class BatchServer(LoopbackServer):
     # --------------------------------------------------------------- life cycle
     def _advance(self, batch: BatchState) -> None:
         """One step of the batch's script; run the lines its new status has done, write its files when it ends."""
-        if batch.status in TERMINAL:
+        if batch.status in TERMINAL or self._queued(batch):
             return
         batch.step += 1
         status = batch.status
@@ -412,6 +424,11 @@ class BatchServer(LoopbackServer):
             self._run(batch, self._target(batch))
         if status in TERMINAL and status != "failed":
             self._write_files(batch)
+
+    def _queued(self, batch: BatchState) -> bool:
+        """Whether the batch waits in the provider's queue: at its last in_progress step before min_seconds."""
+        leaving = batch.status == "in_progress" and batch.steps[batch.step + 1] != "in_progress"
+        return leaving and time.monotonic() - batch.created_clock < batch.lifecycle.min_seconds
 
     def _target(self, batch: BatchState) -> int:
         life = batch.lifecycle
@@ -603,14 +620,17 @@ def _multipart(content_type: str, raw: bytes) -> dict[str, tuple[str | None, byt
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m judges.testing_batches --port 8765 --end expired`: serve Files, Batches and echo answers on
-    127.0.0.1 until interrupted; `GET /v1/_loopback/counters` reads the counters from another process."""
+    """`python -m judges.testing_batches --port 8765 --end expired [--queue 60]`: serve Files, Batches and echo
+    answers on 127.0.0.1 until interrupted; `GET /v1/_loopback/counters` reads the counters from another process."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--end", choices=TERMINAL, default="completed", help="how every batch ends")
     ap.add_argument("--seed", type=int, default=0, help="seed of the output files' shuffled order")
+    ap.add_argument("--queue", type=float, default=0.0, metavar="S",
+                    help="a provider's queue: every batch stays in_progress S seconds from its creation")  # fmt: skip
     args = ap.parse_args(argv)
-    serve_until_interrupted(BatchServer(port=args.port, default_lifecycle=Lifecycle(end=args.end), seed=args.seed))
+    life = Lifecycle(end=args.end, min_seconds=args.queue)
+    serve_until_interrupted(BatchServer(port=args.port, default_lifecycle=life, seed=args.seed))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The measuring parts of `benchmarks/judge_batch.py` (issue 35): the waiting it subtracts, read from the batch
-command's stamped lines as `judges.batch_api` prints them, and its Files + Batches judge (`judge_server.py
---batches`), a process of its own that answers a batch line as the chat route answers the same body."""
+command's stamped lines as `judges.batch_api` prints them, the client CPU it splits at the waiting, and its Files +
+Batches judge (`judge_server.py --batches --queue S`), a process of its own that holds a batch S seconds and
+answers a batch line as the chat route answers the same body."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import io
 import json
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 from types import ModuleType
@@ -60,6 +62,26 @@ def test_waiting_is_from_a_rounds_last_submit_to_its_last_end() -> None:
     assert sum(parts) + sum(b - a for a, b in waits.values()) == pytest.approx(40.0)
 
 
+def test_the_client_cpu_is_split_at_the_waiting_from_samples_of_its_process_tree() -> None:
+    """CPU a command's child burns counts (the render workers), and a span gets the samples' difference."""
+    paths = _load("judge_cli_paths")
+    burner = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass"
+    parent = f"import subprocess, sys, time\nsubprocess.run([sys.executable, '-c', {burner!r}])\nprint(flush=True)\n"
+    parent += "time.sleep(30)"
+    proc = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        proc.stdout.readline()  # the burner ended
+        assert paths.tree_cpu(proc.pid) >= 0.5  # the grandchild's CPU, reaped by its parent: cutime
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+    run = {"cpu_samples": [(0.0, 0.0), (0.5, 1.0), (1.0, 1.5), (1.5, 4.0)]}
+    assert paths.cpu_between(run, 0.6, 1.6) == 3.0
+    assert paths.cpu_between(run, -1.0, 0.4) == 0.0
+
+
 @pytest.mark.slow
 def test_the_batch_judge_answers_a_line_as_the_chat_judge_answers_it() -> None:
     import openai
@@ -67,8 +89,8 @@ def test_the_batch_judge_answers_a_line_as_the_chat_judge_answers_it() -> None:
     sys.path.insert(0, str(BENCH.parent / "tests"))
     from fakes import Model
 
-    proc = subprocess.Popen([sys.executable, str(BENCH / "judge_server.py"), "--batches"], stdout=subprocess.PIPE,
-                            text=True)  # fmt: skip
+    proc = subprocess.Popen([sys.executable, str(BENCH / "judge_server.py"), "--batches", "--queue", "1"],
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
         assert proc.stdout is not None
         port = int(proc.stdout.readline().split()[1])
@@ -77,6 +99,10 @@ def test_the_batch_judge_answers_a_line_as_the_chat_judge_answers_it() -> None:
         line = {"custom_id": "k1", "method": "POST", "url": "/v1/chat/completions", "body": body}
         up = client.files.create(file=("in.jsonl", json.dumps(line).encode() + b"\n"), purpose="batch")
         batch = client.batches.create(input_file_id=up.id, endpoint="/v1/chat/completions", completion_window="24h")
+        t0 = time.monotonic()
+        early = [client.batches.retrieve(batch.id).status for _ in range(5)]
+        assert time.monotonic() - t0 < 1 and set(early) == {"in_progress"}  # --queue 1: held, however polled
+        time.sleep(1)
         for _ in range(10):
             batch = client.batches.retrieve(batch.id)
             if batch.status == "completed":

@@ -340,3 +340,61 @@ def test_route_faults_a_lost_answer_a_dropped_request_and_a_rate_limit() -> None
         assert client.batches.retrieve(batch.id).status == "in_progress"  # the refused poll moved nothing
         counters = srv.counters()
     assert counters["hits"] == {"upload": 1, "list_files": 1, "create": 2, "list_batches": 1, "retrieve": 2}
+
+
+QUEUE_S = 1.0
+
+
+def test_a_queue_holds_a_batch_in_progress_until_its_time_however_often_it_is_polled() -> None:
+    """Lifecycle.min_seconds, a provider's queue: polled many times before it, the batch stays in_progress (its
+    lines run meanwhile); after it, it finishes step by step.  A batch without it (the default) is not held."""
+    import time
+
+    lines = [_line(i) for i in range(N)]
+    with BatchServer(lifecycles=[Lifecycle(min_seconds=QUEUE_S), Lifecycle()]) as srv:
+        client = _client(srv)
+        start = time.monotonic()
+        queued, plain = _submit(client, lines), _submit(client, lines)
+        assert [b.status for b in _poll(client, plain)][-1] == "completed"  # default 0: four GETs, as before
+        early = []
+        while time.monotonic() - start < QUEUE_S * 0.7 and len(early) < 30:
+            early.append(client.batches.retrieve(queued.id))
+        assert len(early) >= 5, "the machine is too slow to poll within the queue"
+        time.sleep(max(0.0, QUEUE_S - (time.monotonic() - start)) + 0.05)
+        late = _poll(client, client.batches.retrieve(queued.id))
+        output = _read(client, late[-1].output_file_id)
+    assert {b.status for b in early} == {"in_progress"}
+    assert early[-1].request_counts.completed == N and early[-1].completed_at is None  # the lines ran, it waits
+    assert [b.status for b in late] == ["finalizing", "completed"]
+    assert len(output) == N
+
+
+def test_a_clients_cancel_is_not_held_by_the_queue() -> None:
+    with BatchServer(lifecycles=[Lifecycle(min_seconds=60)]) as srv:
+        client = _client(srv)
+        batch = _submit(client, [_line(i) for i in range(N)])
+        client.batches.retrieve(batch.id)
+        assert client.batches.cancel(batch.id).status == "cancelling"
+        assert client.batches.retrieve(batch.id).status == "cancelled"
+
+
+def test_the_command_line_server_takes_a_queue() -> None:
+    """`python -m judges.testing_batches --queue S` (what a benchmark runs in a process of its own)."""
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "judges.testing_batches", "--queue", str(QUEUE_S)],
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        base_url = proc.stdout.readline().strip()
+        client = openai.OpenAI(base_url=base_url, api_key=API_KEY, max_retries=0)
+        start = time.monotonic()
+        batch = _submit(client, [_line(i) for i in range(N)])
+        early = [client.batches.retrieve(batch.id).status for _ in range(6)]
+        assert time.monotonic() - start < QUEUE_S, "the machine is too slow to poll within the queue"
+        time.sleep(QUEUE_S)
+        late = [client.batches.retrieve(batch.id).status for _ in range(2)]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert set(early) == {"in_progress"} and late == ["finalizing", "completed"]
