@@ -13,6 +13,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -166,3 +167,90 @@ class CommonSettings:
             max_image_pixels=max_image_pixels(env),
             file_hash_memo=flag(env, "EMO_FILE_HASH_MEMO", True),
         )
+
+
+# ------------------------------------------------------------------------------ lmms-eval flags our tasks refuse
+def lmms_eval_call(function: str = "simple_evaluate", module: str = "lmms_eval.evaluator") -> dict[str, Any] | None:
+    """The local variables of lmms-eval's `module.function` when it is what loads our task now (read from the call
+    stack), None otherwise (`emo-tasks judge`, VLMEvalKit, a bare `TaskManager()`).  Why the stack, not `sys.argv`:
+    it holds what lmms-eval really uses, after its aliases (`-n`, `--num_samples`), abbreviations, `--config`
+    files, and for the Python API too."""
+    import sys
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == function and frame.f_globals.get("__name__") == module:
+            return dict(frame.f_locals)
+        frame = frame.f_back
+    return None
+
+
+#: what each refused lmms-eval 0.7.3 flag would do to our tasks, and what to use instead (docs/lmms_eval.md)
+REFUSED_FLAGS = {
+    "from_log": "--model from_log: lmms-eval 0.7.3's replay reads only the old log format (a .json with args/logs/"
+    "model_configs), which 0.7.3 no longer writes (it writes samples_<task>.jsonl), and it replays only the first "
+    "of a document's answers (a task may ask several); re-score saved answers with `emo-tasks judge RUN_DIR` "
+    "(lmms-eval --predict_only --log_samples first)",
+    "repeats": "--repeats/-n/--num_samples {value}: {benchmark} asks {own} answer(s) per document by its protocol; "
+    "lmms-eval would replace that count, and scores only the first answer of a document's repeats unless the task "
+    "keeps them (its stability metrics need one request per repeat, which our tasks do not make)",
+    "num_fewshot": "--num_fewshot {value}: the benchmarks are zero-shot and have no few-shot split (lmms-eval would "
+    "draw examples from the test rows themselves)",
+    "system_instruction": "--system_instruction: lmms-eval 0.7.3 glues it to the front of the prompt with no "
+    "separator for simple model classes and drops it for chat classes (the logged input still shows it); change "
+    "the prompt with the task's lmms_eval_specific_kwargs pre_prompt/post_prompt, which every model class gets",
+    "apply_chat_template": "--apply_chat_template: each model class applies its own chat template to our prompt; "
+    "lmms-eval's would template it a second time (simple classes) or fail (chat classes have no chat_template)",
+    "cache_requests": "--cache_requests true|refresh: lmms-eval 0.7.3's request cache loses the requests' "
+    "doc_to_messages on the way (chat model classes then fail: 'NoneType' object is not callable), and its key is "
+    "the task name and offset only, not the model (a task's prompt may depend on it), --gen_kwargs, the data or "
+    "EMO_SUBSET; leave it off (delete is harmless)",
+    "use_cache": "--use_cache with EMO_SUBSET: lmms-eval's response cache is keyed by a document's position, which "
+    "a subset changes, so it would hand one row's answer to another; use a cache folder per subset, or no cache",
+    "max_tokens": "--max_tokens: lmms-eval 0.7.3's budget does not stop a run cleanly: most model classes ignore "
+    "it, the claude class answers '' once it is spent (scored as wrong answers); limit cost with --limit or "
+    "EMO_SUBSET",
+    "launcher_args": "--launcher_args: lmms-eval 0.7.3 stops the judge server it launched before the aggregation, "
+    "and this task's judge runs in the aggregation; start the server yourself and point the judge at it "
+    "(OPENAI_BASE_URL=http://HOST:PORT/v1, EMO_JUDGE_MODEL=MODEL; docs/judges.md), or run --predict_only and "
+    "`emo-tasks judge`",
+}
+
+
+def refuse_lmms_flags(benchmark: str, *, own_repeats: int = 1, judged_in_process: bool = False) -> None:
+    """Stop loading a task under lmms-eval flags that would give it wrong numbers (`REFUSED_FLAGS`), before
+    inference, naming every such flag at once.  Called from each benchmark's `process_docs` (lmms-eval only);
+    `judged_in_process`: the task's judge runs in lmms-eval's aggregation (MME-Emotion, judge mode api)."""
+    call = lmms_eval_call()
+    if call is None:
+        return
+    lm = call.get("lm")
+    found = []
+    if call.get("model") == "from_log" or type(lm).__name__ == "FromLog":
+        found.append(REFUSED_FLAGS["from_log"])
+    repeats = call.get("repeats") or 1
+    if repeats > 1 and repeats != own_repeats:
+        found.append(REFUSED_FLAGS["repeats"].format(value=repeats, benchmark=benchmark, own=own_repeats))
+    if call.get("num_fewshot"):
+        found.append(REFUSED_FLAGS["num_fewshot"].format(value=call["num_fewshot"]))
+    for name in ("system_instruction", "max_tokens"):
+        if call.get(name) is not None:
+            found.append(REFUSED_FLAGS[name])
+    if call.get("apply_chat_template"):
+        found.append(REFUSED_FLAGS["apply_chat_template"])
+    if call.get("cache_requests"):
+        found.append(REFUSED_FLAGS["cache_requests"])
+    if call.get("use_cache") is not None and _raw(environ(), "EMO_SUBSET"):
+        found.append(REFUSED_FLAGS["use_cache"])
+    if judged_in_process and (call.get("launcher_args") is not None or call.get("eval_launcher") is not None):
+        found.append(REFUSED_FLAGS["launcher_args"])
+    if found:
+        listed = "\n- ".join(found)
+        raise SettingsError(f"{benchmark} refuses lmms-eval flags that would give it wrong numbers:\n- {listed}")
+
+
+def refuse_power_analysis(reason: str) -> None:
+    """Skip a task in `lmms-eval --power-analysis` (`lmms_eval.cli.power_utils.collect_task_sizes`, which prints
+    `reason` and goes on) whose documents are not the independent 0/1 questions that analysis assumes."""
+    if lmms_eval_call("collect_task_sizes", "lmms_eval.cli.power_utils") is not None:
+        raise SettingsError(reason)

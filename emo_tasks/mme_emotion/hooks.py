@@ -33,7 +33,13 @@ from loguru import logger
 from emo_tasks import subset
 from emo_tasks.common import file_stamp, placeholder_name, row_target
 from emo_tasks.results.layout import ANSWERS_SUFFIX, JUDGE_DIR, JUDGE_LOG_SUFFIX, summary_file
-from emo_tasks.settings import CommonSettings, environ, lmms_eval_predict_only, refuse_batch_judge
+from emo_tasks.settings import (
+    CommonSettings,
+    environ,
+    lmms_eval_predict_only,
+    refuse_batch_judge,
+    refuse_lmms_flags,
+)
 from judges import BatchStats, JudgeCache, JudgeEngine, get_engine
 from judges.atomic import atomic_write_text
 
@@ -101,7 +107,11 @@ def process_docs(dataset: Any) -> Any:
     env = environ()
     if lmms_eval_predict_only() and not (env.get("EMO_JUDGE") or "").strip():
         env["EMO_JUDGE"] = "defer"
-    return datasets.Dataset.from_list(load_task(placeholder_name(dataset, "MME-Emotion"), env))
+    name = placeholder_name(dataset, "MME-Emotion")
+    # before inference: lmms-eval flags that would give wrong numbers (--launcher_args when it judges in process)
+    judged = MMESettings.from_env(env, parse_source(name)[0]).judge_mode == "api"
+    refuse_lmms_flags("MME-Emotion", judged_in_process=judged)
+    return datasets.Dataset.from_list(load_task(name, env))
 
 
 def lookup_doc(record: dict[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from emo_tasks.common import atomic_write_text, file_stamp, load_yaml, placehold
 from emo_tasks.datafiles import dataset_source
 from emo_tasks.images import load_image
 from emo_tasks.results.layout import JUDGE_DIR, SUMMARY_SUFFIX
-from emo_tasks.settings import environ, refuse_batch_judge
+from emo_tasks.settings import environ, refuse_batch_judge, refuse_lmms_flags, refuse_power_analysis
 
 from . import scoring
 from .data import EMOTIONS, VOTE_KEYS, data_file, image_result, load_images
@@ -30,6 +30,13 @@ from .run_state import STATE, Loaded, loaded  # noqa: F401 - `loaded` is part of
 from .settings import MultiEmoSettings
 
 PROTOCOL_FILE = Path(__file__).with_name("protocol.yml")
+
+
+#: `lmms-eval --power-analysis` on MultiEmo-Bench: lmms-eval prints it and skips the task
+POWER_ANALYSIS_MESSAGE = (
+    "MultiEmo-Bench: lmms-eval's power analysis would count 8 documents per image as independent 0/1 scores, but "
+    "the unit is the image and the metrics are not per-document 0/1; plan with `emo-tasks plan-gate`"
+)
 
 
 def load_task(dataset_name: str, env: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -78,6 +85,8 @@ def process_docs(dataset: Any) -> Any:
     (`load_task` with the process environment)."""
     import datasets
 
+    refuse_lmms_flags("MultiEmo-Bench")  # before inference: flags that would give wrong numbers
+    refuse_power_analysis(POWER_ANALYSIS_MESSAGE)  # its unit is the image, not the document
     return datasets.Dataset.from_list(load_task(placeholder_name(dataset, "MultiEmo"), environ()))
 
 

@@ -20,7 +20,7 @@ from emo_tasks import subset
 from emo_tasks.common import load_yaml, placeholder_name, row_target
 from emo_tasks.datafiles import dataset_source
 from emo_tasks.images import load_image
-from emo_tasks.settings import environ, refuse_batch_judge
+from emo_tasks.settings import environ, refuse_batch_judge, refuse_lmms_flags
 
 from . import scoring
 from .data import data_file, load_docs
@@ -60,6 +60,7 @@ def process_docs(dataset: Any) -> Any:
     (`load_task` with the process environment)."""
     import datasets
 
+    refuse_lmms_flags("MVEI", own_repeats=3)  # before inference: flags that would give wrong numbers
     return datasets.Dataset.from_list(load_task(placeholder_name(dataset, "MVEI"), environ()))
 
 
