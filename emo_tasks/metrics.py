@@ -30,6 +30,8 @@ class Metric:
     `digits`: decimals in the Markdown tables.  `null_reason`: why the value can legitimately be null.
     `judge_free`: in a judged task, the value does not depend on the judge (an answer's length, the judge counts
     themselves), so the report shows no judge counts beside it.
+    `paired`: the per-sample headline that lmms-eval's `--baseline` paired t-test reads (one per benchmark at
+    most; the task YAMLs' `score_key` names it, `paired_fields` writes it into each sample's record).
     """
 
     name: str
@@ -44,6 +46,7 @@ class Metric:
     digits: int = 2
     null_reason: str | None = None
     judge_free: bool = False
+    paired: bool = False
 
     @property
     def in_table(self) -> bool:
@@ -82,6 +85,14 @@ class MetricTable:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(m.name for m in self.metrics)
+
+    @property
+    def paired(self) -> Metric | None:
+        """The metric lmms-eval's `--baseline` pairs per sample (None: the benchmark has none, see docs/ci.md)."""
+        found = [m for m in self.metrics if m.paired]
+        if len(found) > 1:
+            raise ValueError(f"{self.title}: more than one paired metric: {[m.name for m in found]}")
+        return found[0] if found else None
 
     @property
     def headline(self) -> tuple[Metric, ...]:
@@ -150,3 +161,22 @@ def _aggregation(compute: Callable[..., Mapping[str, Any]], name: str) -> Callab
             raise SystemExit(EXIT_JUDGE_GONE) from None
 
     return aggregate
+
+
+#: lmms-eval 0.7.3's `--baseline` reads a sample's per-sample score as `sample[score_key]["score"]` (0-1 scale:
+#: it reports means x100), where the task YAML's `score_key` names one of our metrics; `score_of` says which metric
+#: the record's `score` belongs to (None: the benchmark has no per-row value), so that emo_tasks' baseline loader
+#: (`lmms_patch`) reads our records and nothing else.  Not `score` alone: lmms-eval's CLT standard error reads
+#: `item[score_key]`, which our records do not carry, so it stays N/A instead of a naive per-row error.
+PAIRED_SCORE = "score"
+PAIRED_OF = "score_of"
+
+
+def paired_fields(table: MetricTable, value: float | None) -> dict[str, Any]:
+    """The fields a per-sample record carries for lmms-eval's paired test: `score_of` always (the paired metric's
+    name, or None), `score` (value / 100) only when the sample has a value (unscored samples are not paired)."""
+    metric = table.paired
+    out: dict[str, Any] = {PAIRED_OF: metric.name if metric else None}
+    if metric is not None and value is not None:
+        out[PAIRED_SCORE] = float(value) / 100.0
+    return out

@@ -47,7 +47,7 @@ class Judge:
 
 class Model(Judge):
     """`--model openai` (model_version=eval-model, or the `name` given) answers, per document and per repeat, plus
-    the judge's.  `salt` changes which emotion label it answers: another model, other answers."""
+    the judge's.  `salt` changes which emotion label and which MVEI decision it answers: another model, other answers."""
 
     def __init__(self, *args: Any, name: str = "eval-model", salt: str = "", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -58,7 +58,7 @@ class Model(Judge):
         text = last_user_text(body)
         if body.get("model") == self.name:
             if "Statement:" in text:
-                first = _h(text) % 3  # two repeats agree, the third differs: majorities and disagreements
+                first = _h(text + self.salt) % 3  # two repeats agree, the third differs: majorities, disagreements
                 options = ["Correct", "Incorrect", "I cannot tell"]
                 return Reply(text=options[first if attempt < 3 else (first + 1) % 3])
             if "How much will people feel" in text:

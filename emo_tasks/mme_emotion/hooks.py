@@ -32,6 +32,7 @@ from loguru import logger
 
 from emo_tasks import subset
 from emo_tasks.common import file_stamp, placeholder_name, row_target
+from emo_tasks.metrics import paired_fields
 from emo_tasks.results.layout import ANSWERS_SUFFIX, JUDGE_DIR, JUDGE_LOG_SUFFIX, summary_file
 from emo_tasks.settings import (
     CommonSettings,
@@ -205,6 +206,8 @@ def process_results(doc: dict[str, Any], results: Sequence[Any]) -> dict[str, di
         "label": doc["label"],
         "data_source": doc.get("data_source", "benchmark"),
         "answer": answer,
+        # lmms-eval's --baseline reads the sample's CoT-S here; the judge phase fills `score` (`_evaluate`)
+        **paired_fields(TABLE, None),
     }
     STATE.tasks.record_answer(record)
     return {metric: record for metric in TABLE.names}
@@ -325,6 +328,8 @@ def _evaluate(records: list[dict[str, Any]], settings: MMESettings, args: Any) -
         summary.update(judge_accounting(settings, stats))
     _report(label, summary)
     rows = [log_row(item, j, s) for item, j, s in zip(items, judgements, samples, strict=True)]
+    for record, row in zip(records, rows, strict=True):  # the records lmms-eval logs: its --baseline reads them
+        record.update(paired_fields(TABLE, TABLE.paired.per_sample({**row, "alpha": settings.alpha})))
     _write_logs(args, tasks, source, summary, rows)
     return TaskResult(metrics, samples, judgements, summary)
 

@@ -459,7 +459,7 @@ TABLE = MetricTable(
         Metric("rea_s", "Rea-S: mean reasoning x100 over scored samples (None offline).", headline=True,
                title="Rea-S", per_sample=_rea_s, outcome=True, plot=True, null_reason=_OFFLINE),
         Metric("cot_s", "CoT-S = alpha*Rec-S + (1-alpha)*Rea-S (None offline).", headline=True, title="CoT-S",
-               per_sample=_cot_s, outcome=True, plot=True, null_reason=_OFFLINE),
+               per_sample=_cot_s, outcome=True, plot=True, null_reason=_OFFLINE, paired=True),
         Metric("rec_s_strict", "C/max(K, P) on ML-ER/FG-ER; equal to Rec-S elsewhere.", per_sample=_rec_s_strict,
                outcome=True, table=False),
         Metric("avg_step", "Mean number of rated steps over scored samples (None offline).", title="Avg Step",

@@ -21,6 +21,7 @@ from emo_tasks import subset
 from emo_tasks.common import atomic_write_text, file_stamp, load_yaml, placeholder_name, row_target
 from emo_tasks.datafiles import dataset_source
 from emo_tasks.images import load_image
+from emo_tasks.metrics import paired_fields
 from emo_tasks.results.layout import JUDGE_DIR, SUMMARY_SUFFIX
 from emo_tasks.settings import environ, refuse_batch_judge, refuse_lmms_flags, refuse_power_analysis
 
@@ -134,6 +135,8 @@ def process_results(doc: dict[str, Any], results: Sequence[Any]) -> dict[str, di
         "reason": parsed.reason,
         "parse_status": parsed.status,
         "data_source": doc.get("data_source", "benchmark"),
+        # no per-row value for lmms-eval's --baseline: the unit is the image (8 rows), see docs/ci.md
+        **paired_fields(scoring.TABLE, None),
     }
     return {metric: record for metric in scoring.TABLE.names}
 

@@ -20,6 +20,7 @@ from emo_tasks import subset
 from emo_tasks.common import load_yaml, placeholder_name, row_target
 from emo_tasks.datafiles import dataset_source
 from emo_tasks.images import load_image
+from emo_tasks.metrics import paired_fields
 from emo_tasks.settings import environ, refuse_batch_judge, refuse_lmms_flags
 
 from . import scoring
@@ -107,6 +108,8 @@ def process_results(doc: dict[str, Any], results: Sequence[Any]) -> dict[str, di
         "final": pair.final,
         "right": pair.right,
         "data_source": doc.get("data_source", "benchmark"),
+        # the pair's accuracy (0/1) where lmms-eval's --baseline reads it (score_key: acc_total)
+        **paired_fields(scoring.TABLE, scoring.TABLE.paired.per_sample(pair)),
     }
     return {metric: record for metric in scoring.TABLE.names}
 

@@ -345,6 +345,7 @@ TABLE = MetricTable(
             "Accuracy of the majority decision over all pairs, %.",
             headline=True,
             per_sample=_outcome(lambda p: p.right),
+            paired=True,
             outcome=True,
             plot=True,
         ),
