@@ -29,9 +29,14 @@ def environ() -> dict[str, str]:
 
 
 def lmms_eval_predict_only() -> bool:
-    """Whether this process is `lmms-eval ... --predict_only` (no aggregation will run: a judge is not needed)."""
+    """Whether this process is `lmms-eval ... --predict_only` (no aggregation will run: a judge is not needed).
+    Read from lmms-eval's own call (`lmms_eval_call`), so `-x`, a `--config` entry and the Python API count too;
+    `sys.argv` only where no lmms-eval call is on the stack."""
     import sys
 
+    call = lmms_eval_call()
+    if call is not None:
+        return bool(call.get("predict_only"))
     return "--predict_only" in sys.argv
 
 

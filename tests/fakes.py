@@ -47,7 +47,8 @@ class Judge:
 
 class Model(Judge):
     """`--model openai` (model_version=eval-model, or the `name` given) answers, per document and per repeat, plus
-    the judge's.  `salt` changes which emotion label and which MVEI decision it answers: another model, other answers."""
+    the judge's.  `salt` changes which emotion label and which MVEI decision it answers: another model, other
+    answers."""
 
     def __init__(self, *args: Any, name: str = "eval-model", salt: str = "", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

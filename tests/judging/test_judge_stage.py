@@ -3,7 +3,7 @@
 The evaluated model is lmms-eval's `--model openai` pointed at the loopback server, which answers differently per
 document (and per MVEI repeat), so mapping answers back to rows is really tested; the same server plays the step
 agent and the judge (the one thing that cannot exist here).  Three runs of the three sample tasks are made once:
-A judged in-process, B `--predict_only`, D `EMO_JUDGE=defer` without `--log_samples`.
+A judged in-process, B `-x` (`--predict_only`), D `EMO_JUDGE=defer` without `--log_samples`.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         a = pool.submit(run, "A", "--log_samples", judge=True)
-        b = pool.submit(run, "B", "--predict_only")
+        b = pool.submit(run, "B", "-x")  # --predict_only's short form: the judge is deferred all the same
         d = pool.submit(run, "D", judge=False, EMO_JUDGE="defer")
         return {"A": a.result(), "B": b.result(), "D": d.result(), "root": root}
 
