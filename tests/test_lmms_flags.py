@@ -128,6 +128,21 @@ def test_a_refusal_outside_lmms_eval_is_silent() -> None:
     refuse_lmms_flags("MVEI", own_repeats=3, judged_in_process=True)
 
 
+def test_predict_only_is_read_from_lmms_evals_call_whatever_its_spelling(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MME-Emotion defers its judge under `--predict_only`; `-x`, a `--config` entry or the Python API reach lmms-eval's
+    `simple_evaluate(predict_only=True)` without that word on the command line: the call is what counts."""
+    from emo_tasks.settings import lmms_eval_predict_only
+
+    monkeypatch.setattr(sys, "argv", ["lmms-eval", "-x"])
+    scope: dict[str, Any] = {"__name__": "lmms_eval.evaluator", "probe": lmms_eval_predict_only}
+    exec("def simple_evaluate(predict_only=False):\n    return probe()", scope)
+    assert scope["simple_evaluate"](predict_only=True) is True
+    assert scope["simple_evaluate"](predict_only=False) is False
+    assert lmms_eval_predict_only() is False  # no lmms-eval call: the command line, which has no --predict_only
+    monkeypatch.setattr(sys, "argv", ["lmms-eval", "--predict_only"])
+    assert lmms_eval_predict_only() is True
+
+
 # ------------------------------------------------------------------------------------------ slow: the real runs
 def responder_for(seen: list[dict[str, Any]]):
     """Answers that depend only on the request's text and how often this server saw it: a rerun of a document
