@@ -94,7 +94,7 @@ def test_default_tags_give_the_numbers_of_the_same_answers_without_reasoning(run
         # (MVEI's three answers arrive in the order the loopback server answered the three requests: as a multiset)
         assert [sorted(flat(s["filtered_resps"])) for s in got] == [sorted(flat(s["filtered_resps"])) for s in plain]
     # the judge saw the answers only: no step-agent request carried the model's reasoning
-    assert runs["models"]["R"].judged_reasoning() == 0 and len(runs["models"]["R"].judge_requests) >= 16
+    assert runs["models"]["R"].judged_reasoning() == 0 and runs["models"]["R"].judge_requests
     tags = _results(runs["R"])["config"]["resolved_cli_args"]["reasoning_tags"]
     assert json.loads(tags) == [["<think>", "</think>"], ["<analysis>", "</analysis>"]]
 
@@ -110,7 +110,8 @@ def test_tags_none_is_the_published_reading_of_the_whole_answer(runs: dict[str, 
     assert {r["predicted_score"] for r in records} == {5.0} and len(records) == 48
     assert none["multiemo_sample"] != plain["multiemo_sample"]
     # MME-Emotion: the whole answer, reasoning included, goes to the step agent and Avg Token counts it
-    assert runs["models"]["N"].judged_reasoning() >= 16  # every one of the 16 rows' step requests
+    steps = [r for r in runs["models"]["N"].judge_requests if "Given the following answer" in r]
+    assert steps and all("<analysis>" in r for r in steps)  # every step request (one per distinct answer)
     assert none["mme_emotion_sample"]["avg_token,none"] > plain["mme_emotion_sample"]["avg_token,none"] + 10
 
 
