@@ -43,8 +43,8 @@ def fingerprint_difference(base: Any, new: Any) -> str | None:
 @dataclass(frozen=True)
 class Difference:
     """One reason two runs are not comparable (`comparability`): its kind (data, rows, prompts, judges,
-    generation), the line `compare` prints, and the same said without the task (`what`, with the `tasks` it is
-    true of), so that a summary over many tasks (`summarize`: the trend's note) says it once."""
+    generation, reasoning), the line `compare` prints, and the same said without the task (`what`, with the
+    `tasks` it is true of), so that a summary over many tasks (`summarize`: the trend's note) says it once."""
 
     kind: str
     line: str
@@ -75,10 +75,10 @@ def comparability(
     """The one rule for whether two runs' numbers can be set side by side, used by `emo-tasks compare` (BASE vs
     NEW) and by `report --trend` (each run vs the one before it): the same data (dataset_name, data hash of the
     sample logs, a subset's rows), prompts (task config, medium, prompt hashes, system instruction), generation
-    settings and judges (models, protocol, mode, alpha).  `tasks`: the tasks whose data identity is checked
-    (default: every emo-tasks task both runs have).  `paired` (compare): NEW is paired with BASE on its rows, so a
-    base run on a subset needs a new run on the same subset; unpaired (a trend): either may be the subset run.
-    `names`: how the messages call the two runs."""
+    settings, judges (models, protocol, mode, alpha) and the reasoning tags the answers were read with.  `tasks`:
+    the tasks whose data identity is checked (default: every emo-tasks task both runs have).  `paired` (compare):
+    NEW is paired with BASE on its rows, so a base run on a subset needs a new run on the same subset; unpaired (a
+    trend): either may be the subset run.  `names`: how the messages call the two runs."""
     shared = sorted(t for t in set(base.results) & set(new.results) if benchmark_of(t))
     out = Comparability(setup=setup_differences(base, new, names))
     out.notes.extend(generation_differences(base, new, shared, names, out.setup))
