@@ -5,6 +5,7 @@ two runs (in-process, deferred, judged later) get the same answers for the same 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from typing import Any
 
@@ -67,3 +68,38 @@ class Model(Judge):
             labels = re.findall(r"\b[a-z][a-z ]+\b", text.split("candidate", 1)[-1])[:12] or ["anger"]
             return Reply(text=f"Cues noted. Answer: {labels[_h(text + self.salt) % len(labels)].strip()}")
         return super().__call__(body, attempt)
+
+
+class ReasoningModel(Model):
+    """`Model`'s answers, each after a reasoning block full of decoys that a reader of the whole text would take
+    (the other verdict, a wrong label, "Score: 5", "Incorrect"): MVEI `<think>…</think>`, MultiEmo `<think>…</think>`
+    or, for half the rows, only the closing tag (a chat template that prefills the opening one), MME-Emotion
+    `<analysis>…</analysis>`.  `judge_requests` holds each request to the step agent or judge as JSON text (whether
+    the model's answer was sent to them with its reasoning)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.judge_requests: list[str] = []
+
+    def judged_reasoning(self) -> int:
+        """How many requests to the step agent or judge carried a reasoning block of the model's."""
+        return sum("<analysis>" in r or "</think>" in r for r in self.judge_requests)
+
+    def __call__(self, body: dict, attempt: int) -> Any:
+        reply = super().__call__(body, attempt)
+        text = last_user_text(body)
+        if body.get("model") != self.name:
+            self.judge_requests.append(json.dumps(body.get("messages"), ensure_ascii=False))
+            return reply
+        answer = reply.text
+        if "Statement:" in text:
+            decoy = "Incorrect" if answer == "Correct" else "Correct"
+            return Reply(text=f"<think>At first sight: {decoy}. Answer: {decoy}. Score: 5</think>\n{answer}")
+        if "How much will people feel" in text:
+            thought = "A first guess. Score: 5 (Incorrect?)"
+            opening = "" if _h(text) % 2 else "<think>"
+            return Reply(text=f"{opening}{thought}</think>\n\n{answer}")
+        label = answer.rsplit("Answer: ", 1)[-1]
+        labels = re.findall(r"\b[a-z][a-z ]+\b", text.split("candidate", 1)[-1])[:12]
+        decoy = next((x.strip() for x in labels if x.strip() != label), "disgust")
+        return Reply(text=f"<analysis>Answer: {decoy}. Incorrect. Score: 5</analysis>\n{answer}")

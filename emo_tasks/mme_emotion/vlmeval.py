@@ -171,6 +171,7 @@ def _write_answers(
     """The proven answers of `evaluate_predictions` written as a predict-only run folder: (its tasks, the task or
     group shown, answers VLMEvalKit could not get, empty answers)."""
     from emo_tasks.vlmeval.images import collect_answers, empty_notes
+    from emo_tasks.vlmeval.reasoning import answer_read
     from emo_tasks.vlmeval.runfolder import TaskOutput, prompt_config, run_facts, run_settings, write_tasks
 
     parts = [(member, *_task(member), _task_docs(member, env)) for member in members(dataset)]
@@ -201,7 +202,8 @@ def _write_answers(
             answer, target = got.answers[start + doc_id][0], hooks.doc_to_target(doc)
             lines.append({
                 "doc_id": doc_id, "target": target, "input": hooks.doc_to_text(doc, {"medium": medium}),
-                "input_media": [doc["video_path"]], "resps": [[answer]], "filtered_resps": [answer],
+                # the judge stage reads filtered_resps: the answer as lmms-eval's default --reasoning_tags reads it
+                "input_media": [doc["video_path"]], "resps": [[answer]], "filtered_resps": [answer_read(answer)],
             })  # fmt: skip
         config = {"dataset_name": dataset_name, **prompt_config(task)}
         table = dict(config.get("lmms_eval_specific_kwargs") or {})

@@ -43,8 +43,8 @@ def fingerprint_difference(base: Any, new: Any) -> str | None:
 @dataclass(frozen=True)
 class Difference:
     """One reason two runs are not comparable (`comparability`): its kind (data, rows, prompts, judges,
-    generation), the line `compare` prints, and the same said without the task (`what`, with the `tasks` it is
-    true of), so that a summary over many tasks (`summarize`: the trend's note) says it once."""
+    generation, reasoning), the line `compare` prints, and the same said without the task (`what`, with the
+    `tasks` it is true of), so that a summary over many tasks (`summarize`: the trend's note) says it once."""
 
     kind: str
     line: str
@@ -75,13 +75,14 @@ def comparability(
     """The one rule for whether two runs' numbers can be set side by side, used by `emo-tasks compare` (BASE vs
     NEW) and by `report --trend` (each run vs the one before it): the same data (dataset_name, data hash of the
     sample logs, a subset's rows), prompts (task config, medium, prompt hashes, system instruction), generation
-    settings and judges (models, protocol, mode, alpha).  `tasks`: the tasks whose data identity is checked
-    (default: every emo-tasks task both runs have).  `paired` (compare): NEW is paired with BASE on its rows, so a
-    base run on a subset needs a new run on the same subset; unpaired (a trend): either may be the subset run.
-    `names`: how the messages call the two runs."""
+    settings, judges (models, protocol, mode, alpha) and the reasoning tags the answers were read with.  `tasks`:
+    the tasks whose data identity is checked (default: every emo-tasks task both runs have).  `paired` (compare):
+    NEW is paired with BASE on its rows, so a base run on a subset needs a new run on the same subset; unpaired (a
+    trend): either may be the subset run.  `names`: how the messages call the two runs."""
     shared = sorted(t for t in set(base.results) & set(new.results) if benchmark_of(t))
     out = Comparability(setup=setup_differences(base, new, names))
     out.notes.extend(generation_differences(base, new, shared, names, out.setup))
+    out.notes.extend(reasoning_differences(base, new, shared, names, out.setup))
     differ, out.unchecked = data_identity(base, new, shared if tasks is None else tasks, paired, names)
     out.data.extend(differ)
     return out
@@ -390,6 +391,74 @@ def generation_differences(
             notes.append(f"generation settings not checked for {_tasks_text(tasks_)}: {', '.join(sorted(keys))} "
                          f"(the {side} run, {record}, does not record them)")  # fmt: skip
     return notes
+
+
+#: lmms-eval 0.7.3's tags for a task's `auto_strip_thinking` (its StripThinkingFilter's default), used when no
+#: `reasoning_tags` is in force.
+AUTO_STRIP_TAGS = [["<think>", "</think>"], ["<thinking>", "</thinking>"]]
+
+
+def reasoning_tags(run: Run, task: str) -> tuple[Any, ...] | str | None:
+    """The reasoning blocks removed from a task's answers before our hooks read them: a tuple of (open, close)
+    pairs, "none", or None when the run does not say.  lmms-eval: the task config's `reasoning_tags`, else the
+    command line's (`config.resolved_cli_args.reasoning_tags`, default think and analysis), else the task's
+    `auto_strip_thinking` tags; a results file without resolved_cli_args does not say.  VLMEvalKit (our adapter):
+    what it records (`emo_tasks_vlmeval.reasoning_tags`; none recorded: an adapter that stripped nothing)."""
+    config = run.configs.get(task) or {}
+    value: Any = config.get("reasoning_tags")
+    host = run.data.get("emo_tasks_vlmeval")
+    cli = (run.data.get("config") or {}).get("resolved_cli_args")
+    if value is None and isinstance(host, dict):
+        value = host.get("reasoning_tags") or "none"
+    elif value is None and isinstance(cli, dict):
+        value = cli.get("reasoning_tags") or "none"
+    elif value is None:
+        return None
+    if isinstance(value, str) and value.strip().lower() != "none":
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value  # as lmms-eval would have refused to run with it: said as it is
+    if value in (None, False, "none", "None", []):
+        value = AUTO_STRIP_TAGS if config.get("auto_strip_thinking") else "none"
+    return tuple(tuple(pair) for pair in value) if isinstance(value, list) else value
+
+
+def _tags_text(tags: Any) -> str:
+    if tags == "none":
+        return "nothing stripped (--reasoning_tags none)"
+    if isinstance(tags, tuple):
+        return "strips " + ", ".join("…".join(pair) for pair in tags)
+    return repr(tags)
+
+
+def reasoning_differences(
+    base: Run, new: Run, tasks: Sequence[str], names: tuple[str, str], out: list[Difference]
+) -> list[str]:
+    """Tasks whose answers the two runs read with other reasoning tags (`reasoning_tags`), appended to `out`: a
+    reasoning model's numbers then differ (docs/lmms_eval.md#reasoning-models); returns the notes on tasks a run
+    does not say it for."""
+    differ: dict[tuple[str, str], list[str]] = {}
+    unknown: list[str] = []
+    for task in tasks:
+        b, n = reasoning_tags(base, task), reasoning_tags(new, task)
+        if b is None or n is None:
+            if b != n:
+                unknown.append(task)
+        elif b != n:
+            differ.setdefault((_tags_text(b), _tags_text(n)), []).append(task)
+    for (b_text, n_text), tasks_ in differ.items():
+        what = f"the answers were read otherwise: the {names[0]} run {b_text}, the {names[1]} run {n_text}"
+        out.append(Difference(
+            "reasoning",
+            f"reasoning: {what}, in {_tasks_text(tasks_)}: a reasoning model's numbers differ "
+            "(docs/lmms_eval.md#reasoning-models)",
+            what,
+            tuple(tasks_),
+        ))  # fmt: skip
+    if unknown:
+        return [f"reasoning tags not checked for {_tasks_text(unknown)}: one run does not record them"]
+    return []
 
 
 def _stable(value: Any) -> str:

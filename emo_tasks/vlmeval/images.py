@@ -20,6 +20,7 @@ from typing import Any
 
 from emo_tasks.common import DataError
 from emo_tasks.settings import environ
+from emo_tasks.vlmeval.reasoning import answer_read
 
 #: VLMEvalKit's answer when the model call failed after its retries (`vlmeval.smp.file.INFER_FAIL_MSG`).
 INFER_FAIL = "Failed to obtain answer"
@@ -195,11 +196,12 @@ def score(
         if doc_id in failed:
             continue
         got = answers[doc_id]
-        record = hooks.process_results(doc, [got] if task.repeats > 1 else got)
+        read = [answer_read(a) for a in got]  # as lmms-eval's default --reasoning_tags hands them to the hooks
+        record = hooks.process_results(doc, [read] if task.repeats > 1 else read)
         records.append(next(iter(record.values())))
         lines.append({
             "doc_id": doc_id, "target": targets[doc_id], "input": hooks.doc_to_text(doc),
-            "input_media": [doc["image_path"]], "resps": [[a] for a in got], "filtered_resps": got, **record,
+            "input_media": [doc["image_path"]], "resps": [[a] for a in got], "filtered_resps": read, **record,
         })  # fmt: skip
     metrics = hooks.evaluate(records)
     host = {

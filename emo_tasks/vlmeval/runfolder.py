@@ -21,6 +21,7 @@ from emo_tasks import subset
 from emo_tasks.common import STAMP_TZ, atomic_write_text, file_stamp
 from emo_tasks.results.layout import JUDGED_DIR, REFUSED
 from emo_tasks.settings import environ
+from emo_tasks.vlmeval.reasoning import LMMS_EVAL_TAGS
 
 #: Where beside VLMEvalKit's prediction file the run folder goes: `<its folder>/emo_tasks/<dataset>/`.
 FOLDER = "emo_tasks"
@@ -254,7 +255,8 @@ def write_tasks(
         **({"group_subtasks": {g: list(m) for g, m in groups.items()}} if groups else {}),
         "config": {"model": "vlmevalkit", "model_args": f"model={model}"},
         "date": stamp,
-        "emo_tasks_vlmeval": dict(host),
+        # the answers were read as lmms-eval's default --reasoning_tags reads them (`reasoning.answer_read`)
+        "emo_tasks_vlmeval": {**host, "reasoning_tags": LMMS_EVAL_TAGS},
     }
     for t in tasks:
         text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in t.lines)

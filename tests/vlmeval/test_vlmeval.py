@@ -534,6 +534,69 @@ def test_an_empty_answer_cell_is_counted_and_noted_and_an_answer_none_is_read_as
         shown.stdout), shown.stdout  # fmt: skip
 
 
+#: reasoning blocks full of decoys (the other verdict, a wrong label, "Score: 5"), put before the answers by turns:
+#: `<think>…</think>`, a closing tag alone (a chat template that prefills the opening one), `<analysis>…</analysis>`
+REASONED = (
+    "<think>At first sight: Incorrect. Answer: disgust. Score: 5</think>\n",
+    "A first guess, Score: 5 (Correct?).</think>\n\n",
+    "<analysis>Answer: disgust. Incorrect. Score: 5</analysis>\n",
+)
+REASONING_DATASETS = (SAMPLE, "EmoMultiEmo_sample", "EmoVid_sample_all")
+
+
+def _sample_logs(folder: Path) -> dict[str, list[dict[str, Any]]]:
+    """{task: its sample log's lines} of a run folder (its own logs, not a judged copy's)."""
+    return {
+        log.name.split("_samples_", 1)[1]: [json.loads(line) for line in log.read_text().splitlines()]
+        for log in folder.glob("*_samples_*.jsonl")
+    }
+
+
+@pytest.fixture(scope="module")
+def reasoning(quick_start: QuickStart, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The quick start's three VLMEvalKit runs evaluated again (`--mode eval`, in a copy) after every answer in their
+    prediction files got a reasoning block before it (`REASONED`, by turns), as a reasoning model's would read:
+    once per module, with the judge requests each evaluation sent."""
+    root = quick_start.copy(tmp_path_factory.mktemp("reasoning"))
+    out: dict[str, Any] = {"root": root}
+
+    def edit(rows: list[dict]) -> None:
+        for i, row in enumerate(rows):
+            row["prediction"] = REASONED[i % len(REASONED)] + str(row["prediction"])
+
+    for dataset in REASONING_DATASETS:
+        _edit_predictions(root / "outputs" / MODEL / f"{MODEL}_{dataset}.xlsx", edit)
+        before = len(quick_start.srv.calls)
+        done = quick_start.run(quick_start.vlmeval_line(dataset), "--mode", "eval", cwd=root)
+        assert done.returncode == 0, done.stderr[-3000:]
+        out[dataset] = (quick_start.folder(dataset, root), quick_start.srv.calls[before:], done)
+    return out
+
+
+@pytest.mark.slow
+def test_a_reasoning_models_answers_give_the_numbers_of_the_same_answers_without_reasoning(
+    quick_start: QuickStart, reasoning: dict[str, Any]
+) -> None:
+    """docs/lmms_eval.md#reasoning-models: our adapter reads a VLMEvalKit prediction as lmms-eval's default
+    `--reasoning_tags` does, so every metric (Avg Token included) is the plain run's, the judge is sent the same
+    answers (all from the cache: no request), the sample logs keep the whole answer in `resps`, and `compare`
+    accepts the run beside lmms-eval's."""
+    for dataset in REASONING_DATASETS:
+        folder, calls, done = reasoning[dataset]
+        got, plain = _results(folder), _results(quick_start.folder(dataset))
+        assert got["results"] == plain["results"], (dataset, done.stderr[-3000:])
+        assert [c for c in calls if c.model != MODEL] == [], dataset  # the judge's answers: the plain run's, cached
+        assert got["emo_tasks_vlmeval"]["reasoning_tags"] == [["<think>", "</think>"], ["<analysis>", "</analysis>"]]
+        logs, plain_logs = _sample_logs(folder), _sample_logs(quick_start.folder(dataset))
+        assert logs and sorted(logs) == sorted(plain_logs), dataset
+        for task, lines in logs.items():
+            raw = [a for line in lines for r in line["resps"] for a in r]
+            assert raw and all("</think>" in a or "</analysis>" in a for a in raw), task
+            assert [x["filtered_resps"] for x in lines] == [x["filtered_resps"] for x in plain_logs[task]], task
+    mvei = reasoning[SAMPLE][0]
+    assert run_emo(quick_start.env, "compare", str(quick_start.lmms_dir()), str(mvei)).returncode == 0
+
+
 def _refused(done: subprocess.CompletedProcess, why: str) -> None:
     """An `emo-tasks` command that refused a folder whose evaluation was refused: exit 2, one line saying why."""
     lines = (done.stdout + done.stderr).strip().splitlines()
