@@ -145,15 +145,18 @@ def test_predict_only_is_read_from_lmms_evals_call_whatever_its_spelling(monkeyp
 
 # ------------------------------------------------------------------------------------------ slow: the real runs
 def responder_for(seen: list[dict[str, Any]]):
-    """Answers that depend only on the request's text and how often this server saw it: a rerun of a document
-    gets the answers the first run got, in whatever order lmms-eval sends them."""
+    """Answers that depend only on the request (text and media) and how often this server saw it: a rerun of a
+    document gets the answers the first run got, in whatever order lmms-eval sends them."""
     times: Counter[str] = Counter()
 
     def answer(body: dict, attempt: int) -> Reply:
         text = last_user_text(body)
-        k = times[text]
-        times[text] += 1
-        digest = int(hashlib.sha256(text.encode()).hexdigest(), 16)
+        # keyed on the whole request (text and image): two MVEI pairs can share a statement, and which of them
+        # lmms-eval sends first is its scheduling (-b 2), not the document
+        key = hashlib.sha256(json.dumps(body["messages"], sort_keys=True).encode()).hexdigest()
+        k = times[key]
+        times[key] += 1
+        digest = int(key, 16)
         roles = [m["role"] for m in body["messages"]]
         if "Statement:" in text:
             kind, reply = "mvei", "Correct" if (digest + k) % 3 else "Incorrect"
