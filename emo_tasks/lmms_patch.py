@@ -116,10 +116,13 @@ def read_paired_scores(path: Path) -> dict[int, float] | None:
         for n, line in enumerate(handle, 1):
             if not line.strip():
                 continue
-            sample = json.loads(line)
+            try:
+                sample = json.loads(line)
+            except ValueError as exc:  # a truncated or corrupt line: name it, never pair part of a file
+                raise ValueError(f"{path}: line {n} is not JSON ({exc}): not paired") from None
             record = _paired_record(sample)
             if record is None:
-                if not ours and n == 1:
+                if not ours:  # its first sample: not one of our files
                     return None
                 raise ValueError(f"{path}: line {n} has no emo-tasks record (score_of): not one run's samples")
             ours = True

@@ -154,6 +154,10 @@ def test_loader_refuses_a_doc_twice_and_leaves_other_files_to_lmms_eval(tmp_path
     twice = _write(tmp_path / "S_samples_t.jsonl", [_ours(0, 1.0), _ours(0, 0.0)])
     with pytest.raises(ValueError, match="doc 0 is logged twice"):
         loader.load_baseline(str(twice), "t")
+    cut = _write(tmp_path / "C_samples_t.jsonl", [_ours(0, 1.0)])
+    cut.write_text(cut.read_text() + json.dumps(_ours(1, 0.0))[:25])  # a truncated last line
+    with pytest.raises(ValueError, match="C_samples_t.jsonl: line 2 is not JSON"):
+        loader.load_baseline(str(cut), "t")
     theirs = _write(
         tmp_path / "T_samples_t.jsonl", [{"doc_id": 0, "exact_score": 0.25}, {"doc_id": 1, "exact_score": 1}]
     )
