@@ -94,7 +94,7 @@ def bench_pipeline(n: int, latency: float, tmp: Path) -> None:
             reset_engine()
             srv.reset_log()
             t0 = time.perf_counter()
-            ((judgements, _),) = judge_tasks([TaskAnswers(records[:subset], settings)], progress=False)
+            ((judgements, _, _),) = judge_tasks([TaskAnswers(records[:subset], settings)], progress=False)
             dt = time.perf_counter() - t0
             scored = sum(j.ok for j in judgements)
             per_sample = dt / subset

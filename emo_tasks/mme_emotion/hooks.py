@@ -284,9 +284,10 @@ def _evaluate(records: list[dict[str, Any]], settings: MMESettings, args: Any) -
     source = items[0].get("data_source", "benchmark")
     judgements: list[Judgement | None] = [None] * len(items)
     stats: dict[str, BatchStats] = {}
+    fingerprint = None
     if mode == "api":
         held = _held(records)  # every task's answers this process holds: the first aggregation judges them all
-        judgements, stats = judge(task, held=held)
+        judgements, stats, fingerprint = judge(task, held=held)
     elif mode == "offline":
         logger.warning(
             f"{label}: EMO_JUDGE=offline (or no judge configured for the sample): recognition by label matching, "
@@ -310,7 +311,7 @@ def _evaluate(records: list[dict[str, Any]], settings: MMESettings, args: Any) -
         "judge_protocol": settings.judge_protocol if api else None,
         "audio_clues": settings.audio_clues if api else None,
         "judge_models": settings.judge_models if api else None,
-        "judge_fingerprint": _fingerprint(settings) if api else None,
+        "judge_fingerprint": fingerprint,  # the judge setup's, as the judge ran (`judge.Judged`)
         "alpha": settings.alpha,
         "prompt_hashes": prompt_hashes(),
         "n_samples": len(items),
@@ -332,16 +333,6 @@ def _evaluate(records: list[dict[str, Any]], settings: MMESettings, args: Any) -
         record.update(paired_fields(TABLE, TABLE.paired.per_sample({**row, "alpha": settings.alpha})))
     _write_logs(args, tasks, source, summary, rows)
     return TaskResult(metrics, samples, judgements, summary)
-
-
-def _fingerprint(settings: MMESettings) -> dict[str, Any]:
-    """The judge setup's fingerprint (`judge.judge_fingerprint`), with what the endpoint said it serves (asked once
-    per process, when the judge first ran: `judges.fingerprint.served_models`)."""
-    from judges.fingerprint import served_models
-
-    from .judge import judge_fingerprint
-
-    return judge_fingerprint(settings, served_models(settings.engine.endpoint))
 
 
 def _token_counts(items: Sequence[Mapping[str, Any]], label: str) -> list[int] | None:

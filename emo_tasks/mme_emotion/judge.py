@@ -3,16 +3,19 @@
 Runs in the aggregation (rank 0) or the judge stage, through one call: `judge(task, held=...)`.  The first
 aggregation judges every task the process holds in one pipeline and keeps the others' judgements until their own
 aggregations ask; the pipeline is one call into `judges/` (`prepare_media`, then `run_agents` with `_judge_row`
-per record).  This module builds the requests (`step_request`, `audio_request`, `judge_request`: prompts from
-`protocol`, answers read by `parsers`) and only judges: every sample ends as a `Judgement` holding what the agents
-answered and what that parsed to, or the stage and reason it failed at; turning judgements into numbers is
-`scoring.score_sample`'s job.  Everything it needs (judge protocol, clue mode, the role models, the engine and
-media settings) comes in through `MMESettings`: nothing here reads the environment.
+per record).  This module builds the requests (`step_request`, `audio_request`, `judge_request`: their prompts
+filled here from `protocol.yml`, their answers read by `parsers`) and only judges: every sample ends as a
+`Judgement` holding what the agents answered and what that parsed to, or the stage and reason it failed at;
+turning judgements into numbers is `scoring.score_sample`'s job.  Its result carries the judge setup's fingerprint
+(`Judged.fingerprint`), made once where the judge ran.  Everything it needs (judge protocol, clue mode, the role
+models, the engine and media settings) comes in through `MMESettings`: nothing here reads the environment.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
@@ -26,16 +29,18 @@ from judges import (
     Lane,
     VideoFramesPart,
     answer_part,
+    get_engine,
     prepare_media,
     run_agents,
     split_reasoning,
     text_message,
     user_message,
 )
+from judges.fingerprint import fingerprint
 
 from .data import video_identity
 from .parsers import parse_scores, parse_steps, per_task_rule_differs, score_validator, step_validator
-from .protocol import audio_prompt, judge_text, protocol, spec_for, step_messages
+from .protocol import DEFAULT_JUDGE_PROTOCOL, JUDGE_PROTOCOLS, TaskSpec, prompt_hashes, protocol, spec_for
 from .settings import MMESettings
 
 
@@ -109,6 +114,71 @@ def _judgement(record: dict[str, Any]) -> Judgement:
         answer=record["answer"],
         audio_clue=record.get("audio_clue"),
     )
+
+
+# ------------------------------------------------------------------------------------------- the prompts
+# The judge agents' texts, filled from protocol.yml (the official wording) where their requests are built.
+_TAG = re.compile(r"<\s*(/?)\s*(step|score)\s*>", re.IGNORECASE)
+
+
+def neutralise_tags(text: str) -> str:
+    """`<score>`/`<step>` tags inside quoted text become `[score]`/`[step]`: the parsers and a judge that
+    copies the first block it sees can then never mistake the quoted text's blocks for real ones."""
+    return _TAG.sub(lambda m: f"[{m.group(1)}{m.group(2).lower()}]", text)
+
+
+def step_messages(spec: TaskSpec, answer: str, judge_protocol: str = DEFAULT_JUDGE_PROTOCOL) -> list[dict[str, Any]]:
+    """The step agent's chat messages for one model answer (official wording).
+
+    Guarded protocol: `<step>`/`<score>` tags in the answer are neutralised first (the rest is verbatim)."""
+    if judge_protocol not in JUDGE_PROTOCOLS:
+        raise ValueError(f"judge protocol must be one of {JUDGE_PROTOCOLS}, got {judge_protocol!r}")
+    proto = protocol()
+    s = spec.step
+    if judge_protocol == "guarded":
+        answer = neutralise_tags(answer)
+    examples = "".join(
+        proto["step_example_template"].format(number=i, answer=a, result=r)
+        for i, (a, r) in enumerate(s["examples"], start=2)
+    )
+    slots = {k: v for k, v in s.items() if k != "examples"}  # subject, target, example_state, example_final
+    text = proto["step_template"].format(**slots, answer=answer, examples=examples)
+    return [{"role": "system", "content": proto["step_system"]}, {"role": "user", "content": text}]
+
+
+def judge_text(
+    spec: TaskSpec,
+    *,
+    audio_clue: str,
+    ground_truth: str,
+    steps_text: str,
+    n_steps: int,
+    judge_protocol: str = DEFAULT_JUDGE_PROTOCOL,
+) -> str:
+    """The judge's text part (the frames follow as image parts).
+
+    `steps_text` is what the official script pastes: the step agent's whole answer.  Guarded: it is fenced with a
+    marker derived from its own hash (so the text cannot contain the closing marker), its tags neutralised, and
+    the expected number of ratings stated.
+    """
+    proto = protocol()
+    if judge_protocol == "official":
+        prediction = proto["prediction_official"].format(steps=steps_text)
+    elif judge_protocol == "guarded":
+        safe = neutralise_tags(steps_text)
+        fence = hashlib.sha256(safe.encode("utf-8")).hexdigest()[:12]
+        prediction = "\n" + proto["prediction_guarded"].format(steps=safe, fence=fence, n_steps=n_steps)
+    else:
+        raise ValueError(f"judge protocol must be one of {JUDGE_PROTOCOLS}, got {judge_protocol!r}")
+    # spec.judge holds the per-task slots: topic, labels_phrase, rule_1..3, output_format, label_field, example_output
+    return proto["judge_template"].format(
+        **spec.judge, audio_clue=audio_clue, ground_truth=ground_truth, prediction=prediction
+    )
+
+
+def audio_prompt(spec: TaskSpec) -> str:
+    """The live audio agent's prompt (ours; see protocol.yml)."""
+    return protocol()["audio_template"].format(target=spec.target)
 
 
 # ------------------------------------------------------------------------------------------- the requests
@@ -198,10 +268,6 @@ def judge_fingerprint(settings: MMESettings, listing: Mapping[str, Mapping[str, 
     """The fingerprint of MME-Emotion's judge setup (`judges.fingerprint.fingerprint`): per role its model, what
     `listing` (the endpoint's `/models`) says is served under it, and its requests' sampling settings; the judge
     protocol and the hash of the agents' prompt templates."""
-    from judges.fingerprint import fingerprint
-
-    from .protocol import prompt_hashes
-
     hashes = prompt_hashes()
     prompts: dict[str, Any] = {"step_agent": hashes["step_agent"], "judge": hashes["judge"]}
     if settings.audio_clues == "live":
@@ -241,11 +307,13 @@ class TaskAnswers:
 
 
 class Judged(NamedTuple):
-    """A task's judgements, in its records' order, and the accounting by agent: "step", "audio" (live clues only),
-    "judge" (what a batch per agent over that task reports)."""
+    """A task's judgements, in its records' order, the accounting by agent: "step", "audio" (live clues only),
+    "judge" (what a batch per agent over that task reports), and the fingerprint of the judge setup that gave them
+    (`judge_fingerprint`, made once where the judge ran: the results carry it as it was)."""
 
     judgements: list[Judgement]
     stats: dict[str, BatchStats]
+    fingerprint: dict[str, Any]
 
 
 def judge(task: TaskAnswers, *, held: Sequence[TaskAnswers] = (), progress: bool | None = None) -> Judged:
@@ -312,7 +380,9 @@ def _pipeline(tasks: Sequence[TaskAnswers], progress: bool | None) -> list[Judge
             title=tasks[0].desc if len(tasks) == 1 else f"mme_emotion ({len(tasks)} tasks)",
             progress=progress,
         )
-    return [Judged(js, st) for js, st in zip(run.results, run.stats, strict=True)]
+    # with what the endpoint said it serves (asked once per process, when the engine first made lanes for it)
+    fingerprint = judge_fingerprint(settings, get_engine(settings.engine).served())
+    return [Judged(js, st, fingerprint) for js, st in zip(run.results, run.stats, strict=True)]
 
 
 async def _judge_row(
@@ -426,7 +496,7 @@ class _Kept:
         if entry is None or not _same_answers(entry[0], task):
             return None  # other answers than the ones judged ahead: judged now
         by_id = {_answer_id(r): j for r, j in zip(entry[0].items, entry[1].judgements, strict=True)}
-        return Judged([by_id[_answer_id(r)] for r in task.items], entry[1].stats)
+        return Judged([by_id[_answer_id(r)] for r in task.items], entry[1].stats, entry[1].fingerprint)
 
 
 _KEPT = _Kept()

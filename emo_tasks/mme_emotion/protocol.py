@@ -1,14 +1,14 @@
-"""MME-Emotion's protocol as data: the per-task table and the prompt builders.
+"""MME-Emotion's protocol as data: the per-task table, the evaluated model's prompt and the prompt hashes.
 
 Everything task-specific lives in `protocol.yml` (label noun, separator, last-step rule, the official prompt
-wording); this module only fills templates, so the eight tasks share one code path.  Pure: no network, and the
-YAML is read once.
+wording), so the eight tasks share one code path; the judge agents' prompts are filled where their requests are
+built (`judge.step_messages`, `judge.judge_text`, `judge.audio_prompt`).  Pure: no network, and the YAML is read
+once.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
@@ -101,69 +101,6 @@ def model_prompt(spec: TaskSpec, label_set: list[str], medium: str = "video", te
         labels=", ".join(label_set),
         choose=choose,
     )
-
-
-_TAG = re.compile(r"<\s*(/?)\s*(step|score)\s*>", re.IGNORECASE)
-
-
-def neutralise_tags(text: str) -> str:
-    """`<score>`/`<step>` tags inside quoted text become `[score]`/`[step]`: the parsers and a judge that
-    copies the first block it sees can then never mistake the quoted text's blocks for real ones."""
-    return _TAG.sub(lambda m: f"[{m.group(1)}{m.group(2).lower()}]", text)
-
-
-def step_messages(spec: TaskSpec, answer: str, judge_protocol: str = DEFAULT_JUDGE_PROTOCOL) -> list[dict[str, Any]]:
-    """The step agent's chat messages for one model answer (official wording).
-
-    Guarded protocol: `<step>`/`<score>` tags in the answer are neutralised first (the rest is verbatim)."""
-    if judge_protocol not in JUDGE_PROTOCOLS:
-        raise ValueError(f"judge protocol must be one of {JUDGE_PROTOCOLS}, got {judge_protocol!r}")
-    proto = protocol()
-    s = spec.step
-    if judge_protocol == "guarded":
-        answer = neutralise_tags(answer)
-    examples = "".join(
-        proto["step_example_template"].format(number=i, answer=a, result=r)
-        for i, (a, r) in enumerate(s["examples"], start=2)
-    )
-    slots = {k: v for k, v in s.items() if k != "examples"}  # subject, target, example_state, example_final
-    text = proto["step_template"].format(**slots, answer=answer, examples=examples)
-    return [{"role": "system", "content": proto["step_system"]}, {"role": "user", "content": text}]
-
-
-def judge_text(
-    spec: TaskSpec,
-    *,
-    audio_clue: str,
-    ground_truth: str,
-    steps_text: str,
-    n_steps: int,
-    judge_protocol: str = DEFAULT_JUDGE_PROTOCOL,
-) -> str:
-    """The judge's text part (the frames follow as image parts).
-
-    `steps_text` is what the official script pastes: the step agent's whole answer.  Guarded: it is fenced with a
-    marker derived from its own hash (so the text cannot contain the closing marker), its tags neutralised, and
-    the expected number of ratings stated.
-    """
-    proto = protocol()
-    if judge_protocol == "official":
-        prediction = proto["prediction_official"].format(steps=steps_text)
-    elif judge_protocol == "guarded":
-        safe = neutralise_tags(steps_text)
-        fence = hashlib.sha256(safe.encode("utf-8")).hexdigest()[:12]
-        prediction = "\n" + proto["prediction_guarded"].format(steps=safe, fence=fence, n_steps=n_steps)
-    else:
-        raise ValueError(f"judge protocol must be one of {JUDGE_PROTOCOLS}, got {judge_protocol!r}")
-    # spec.judge holds the per-task slots: topic, labels_phrase, rule_1..3, output_format, label_field, example_output
-    return proto["judge_template"].format(
-        **spec.judge, audio_clue=audio_clue, ground_truth=ground_truth, prediction=prediction
-    )
-
-
-def audio_prompt(spec: TaskSpec) -> str:
-    """The live audio agent's prompt (ours; see protocol.yml)."""
-    return protocol()["audio_template"].format(target=spec.target)
 
 
 def prompt_hashes() -> dict[str, str]:

@@ -213,7 +213,7 @@ def test_a_judge_phase_reads_each_video_once(tmp_path: Path, reads: list[str]) -
         for n in range(3):
             records = [hooks.process_results(doc, [f"Take {n}. Answer: Anger"])["rec_s"] for doc in docs]
             items += [{**hooks.lookup_doc(r), **r} for r in records]
-        ((judged, _),) = judge_tasks([TaskAnswers(items, hooks.settings_for(records))], progress=False)
+        ((judged, _, _),) = judge_tasks([TaskAnswers(items, hooks.settings_for(records))], progress=False)
     assert len(judged) == 6 and all(j.ok for j in judged)
     assert sorted(reads) == sorted({d["video_path"] for d in docs}) and len(reads) == 2
 

@@ -80,7 +80,7 @@ def test_a_record_is_judged_while_others_are_still_at_the_step_agent(judged_env:
     with LoopbackServer(responder=responder, latency_s=LATENCY, expected_api_key=API_KEY) as srv:
         env = {**fast_env(srv.base_url), **judged_env, "EMO_JUDGE_CONCURRENCY": "2"}
         items = _records("ER-Lab", "TAG-a", env) + _records("ER-Wild", "TAG-a", env)[:2]
-        ((judgements, stats),) = judge_tasks([TaskAnswers(items, settings_for(items))], progress=False)
+        ((judgements, stats, _),) = judge_tasks([TaskAnswers(items, settings_for(items))], progress=False)
     assert all(j.ok for j in judgements) and len(judgements) == 4
     steps = [s for s in responder.seen if s[0] == "step"]
     judges = [s for s in responder.seen if s[0] == "judge"]
@@ -103,7 +103,7 @@ def test_tasks_share_one_pipeline_with_the_numbers_of_one_batch_per_task(
         env = {**fast_env(srv.base_url), **judged_env, "EMO_JUDGE_CONCURRENCY": "4"}
         groups = [_records("ER-Lab", "TAG-a", env), _records("ER-Wild", "TAG-b", env)]
         tasks = [TaskAnswers(items, settings_for(items), desc) for items, desc in zip(groups, "ab", strict=True)]
-        joint, stats = zip(*judge_tasks(tasks, progress=False), strict=True)
+        joint, stats, _ = zip(*judge_tasks(tasks, progress=False), strict=True)
     first_b_step = min(start for agent, tag, start, _ in together.seen if agent == "step" and tag == "TAG-b")
     first_a_judge = min(start for agent, tag, start, _ in together.seen if agent == "judge" and tag == "TAG-a")
     assert first_b_step < first_a_judge
@@ -115,7 +115,7 @@ def test_tasks_share_one_pipeline_with_the_numbers_of_one_batch_per_task(
         separate, separate_stats = [], []
         for task, tag in (("ER-Lab", "TAG-a"), ("ER-Wild", "TAG-b")):
             items = _records(task, tag, env)
-            ((judgements, st),) = judge_tasks([TaskAnswers(items, settings_for(items))], progress=False)
+            ((judgements, st, _),) = judge_tasks([TaskAnswers(items, settings_for(items))], progress=False)
             separate.append(judgements)
             separate_stats.append(st)
     assert [_summary(g) for g in joint] == [_summary(g) for g in separate]

@@ -25,7 +25,8 @@ from emo_tasks.mme_emotion.data import (
     load_task_docs,
     probe_video,
 )
-from emo_tasks.mme_emotion.protocol import judge_text, model_prompt, spec_for, step_messages, task_specs
+from emo_tasks.mme_emotion.judge import judge_text, step_messages
+from emo_tasks.mme_emotion.protocol import model_prompt, spec_for, task_specs
 from emo_tasks.mme_emotion.sample import write_clip
 
 DATA_ROOT = Path(__file__).parent.parent / "data" / "mme_emotion"

@@ -14,7 +14,8 @@ from conftest import env_without_secrets
 
 from emo_tasks.mme_emotion import hooks
 from emo_tasks.mme_emotion.data import DataError
-from emo_tasks.mme_emotion.protocol import prompt_hashes, spec_for, step_messages
+from emo_tasks.mme_emotion.judge import step_messages
+from emo_tasks.mme_emotion.protocol import prompt_hashes, spec_for
 from emo_tasks.mme_emotion.sample import write_clip
 from emo_tasks.mme_emotion.scoring import TABLE
 from emo_tasks.settings import SettingsError
@@ -166,7 +167,7 @@ def _snapshot() -> dict:
         spec = spec_for(key)
         row = json.loads((REAL / spec.question_relpath).read_text())[0]
         doc = {"mme_task": key, "label_set": row["label_set"], "video_path": "x.mp4"}
-        from emo_tasks.mme_emotion.protocol import judge_text
+        from emo_tasks.mme_emotion.judge import judge_text
 
         out["tasks"][key] = {
             "model_prompt": hooks.doc_to_text(doc, {"medium": "video"}),
