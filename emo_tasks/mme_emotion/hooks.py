@@ -46,7 +46,7 @@ from judges.atomic import atomic_write_text
 
 from . import scoring
 from .data import DataError, benchmark_root, check_videos_exist, load_task_docs, probe_video
-from .judge import TRUNCATED, Judgement, TaskAnswers, judge, judged_identity
+from .judge import Judgement, TaskAnswers, judge, judged_identity
 from .protocol import model_prompt, prompt_hashes, spec_for
 from .remux import model_ready_path
 from .run_state import STATE, record_key
@@ -323,7 +323,7 @@ def _evaluate(records: list[dict[str, Any]], settings: MMESettings, args: Any) -
         "per_category": scoring.category_breakdown(samples, settings),
         "seconds": round(time.perf_counter() - started, 3),
         # judge failures that are answers cut off inside an agent's reasoning (a reasoning judge out of tokens)
-        "n_judge_truncated": sum(j.failure_reason == TRUNCATED for j in judgements if j and not j.ok) if api else None,
+        "n_judge_truncated": sum(j.truncated for j in judgements if j and not j.ok) if api else None,
     }  # fmt: skip
     if api:
         summary.update(judge_accounting(settings, stats))

@@ -77,6 +77,11 @@ class Judgement:
     def ok(self) -> bool:
         return self.failed_stage is None
 
+    @property
+    def truncated(self) -> bool:
+        """Failed because an agent's answer was cut off inside its reasoning (`n_judge_truncated`)."""
+        return self.failure_reason == TRUNCATED
+
     def fail(self, stage: str, reason: str | None, detail: str | None) -> None:
         self.failed_stage, self.failure_reason, self.failure_detail = stage, reason, detail
 

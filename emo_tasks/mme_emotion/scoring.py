@@ -306,6 +306,8 @@ class SampleResult:
     strict_recognition: float | None = None
     predicted_labels: tuple[str, ...] = ()
     category: str = ""
+    #: a judge failure that is an agent's answer cut off inside its reasoning (`n_judge_truncated`)
+    truncated: bool = False
 
     @property
     def score(self) -> SampleScore | None:
@@ -334,7 +336,7 @@ def score_sample(spec: TaskSpec, item: Mapping[str, Any], judgement: Judgement |
         )
         return SampleResult(label, "offline", match.value, None, None, strict, tuple(match.predicted), category)
     if judgement.failed_stage is not None:
-        return SampleResult(label, "judge_failed", category=category)
+        return SampleResult(label, "judge_failed", category=category, truncated=judgement.truncated)
     score = score_ratings([rating_value(n, d) for n, d in judgement.ratings])
     if score is None:
         raise ValueError(f"{judgement.task}:{judgement.row}: a judgement without a failure must hold ratings")
@@ -373,6 +375,7 @@ def task_metrics(
             "avg_token": avg_token,
             "n_scored": Count(len(samples)),
             "n_judge_failed": Count(0),
+            "n_judge_truncated": Count(0),
         }
     agg = aggregate([s.score for s in samples if s.score is not None], settings.alpha)
     strict = micro_mean(
@@ -387,6 +390,7 @@ def task_metrics(
         "avg_token": avg_token,
         "n_scored": Count(agg.n_scored),
         "n_judge_failed": Count(sum(1 for s in samples if s.status == "judge_failed")),
+        "n_judge_truncated": Count(sum(1 for s in samples if s.status == "judge_failed" and s.truncated)),
     }
 
 
@@ -470,5 +474,8 @@ TABLE = MetricTable(
         Metric("n_judge_failed",
                "Samples whose step agent, audio agent or judge failed after retries (counted, not scored).",
                higher_is_better=False, judge_free=True),
+        Metric("n_judge_truncated",
+               "Judge failures that are an agent's answer cut off inside its reasoning (counted in n_judge_failed "
+               "too): a reasoning judge out of tokens.", higher_is_better=False, judge_free=True),
     ),
 )  # fmt: skip

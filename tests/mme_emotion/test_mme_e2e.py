@@ -103,13 +103,22 @@ def test_sample_offline_without_judge_reports_rec_and_no_reasoning(tmp_path: Pat
 # ------------------------------------------------------------------------------------------- loopback judge
 class FakeJudge:
     """Plays the step agent and the judge. Ratings vary per sample (hash of its audio clue), fractional C/K on
-    the multi-label tasks; every answer is recorded so the test can recompute the metrics."""
+    the multi-label tasks; every answer is recorded so the test can recompute the metrics.  A row in `cut_off`
+    gets a judge answer cut off inside its reasoning (finish_reason "length", a reasoning judge out of tokens),
+    never recorded."""
 
-    def __init__(self, *, wrong_count_once: set[str] | None = None, wrong_count_always: set[str] | None = None):
+    def __init__(
+        self,
+        *,
+        wrong_count_once: set[str] | None = None,
+        wrong_count_always: set[str] | None = None,
+        cut_off: set[str] | None = None,
+    ):
         self.judged: dict[str, str] = {}  # audio clue -> the <score> answer that was accepted last
         self.frames: list[int] = []
         self.wrong_once = wrong_count_once or set()
         self.wrong_always = wrong_count_always or set()
+        self.cut_off = cut_off or set()
 
     def __call__(self, body: dict, attempt: int) -> Reply:
         text = last_user_text(body)
@@ -122,6 +131,8 @@ class FakeJudge:
             n = int(re.search(r"has (\d+) step\(s\)", text).group(1))
             clue = re.search(r"Audio clue: '(.*?)'\n- ", text, re.S).group(1)
             task, row = CLUE_TO_ROW[clue]
+            if row["video_id"] in self.cut_off:
+                return Reply(text="<think>Step 1 reads the brows; step 2 the voice, and then", finish_reason="length")
             h = _h(clue)
             ratings = [f"{int(h[i], 16) % 2}/1" for i in range(n - 1)]
             if task in ("FG-ER", "ML-ER"):
@@ -212,19 +223,26 @@ def test_sample_with_loopback_judge_matches_official_formulas_and_reruns_from_ca
 
 @pytest.mark.slow
 def test_wrong_rating_count_is_retried_once_then_counted_as_failure(tmp_path: Path) -> None:
+    """A wrong rating count is retried once, then a judge failure; a judge answer cut off inside its reasoning is a
+    judge failure counted apart too, as `n_judge_truncated` in lmms-eval's results table beside `n_judge_failed`."""
     once = SAMPLE_ROWS["SA"][0]["video_id"]
     always = SAMPLE_ROWS["IR"][1]["video_id"]
-    fake = FakeJudge(wrong_count_once={once}, wrong_count_always={always})
+    cut = SAMPLE_ROWS["ER-Lab"][0]["video_id"]
+    fake = FakeJudge(wrong_count_once={once}, wrong_count_always={always}, cut_off={cut})
     with LoopbackServer(responder=fake, expected_api_key=API_KEY) as srv:
         env = _env(tmp_path, OPENAI_BASE_URL=srv.base_url, OPENAI_API_KEY=API_KEY)
         results, proc = run_lmms_eval(tmp_path, tmp_path / "out", env)
-    ir, sa = results["mme_emotion_sample_ir"], results["mme_emotion_sample_sa"]
+    ir, sa, lab = (results[f"mme_emotion_sample_{t}"] for t in ("ir", "sa", "er_lab"))
     assert ir["n_judge_failed,none"] == 1 and ir["n_scored,none"] == 1, proc.stderr[-2000:]
-    assert sa["n_judge_failed,none"] == 0 and sa["n_scored,none"] == 2
+    assert ir["n_judge_truncated,none"] == 0  # a wrong count is no cut-off answer
+    assert sa["n_judge_failed,none"] == 0 and sa["n_scored,none"] == 2 and sa["n_judge_truncated,none"] == 0
+    assert lab["n_judge_failed,none"] == 1 and lab["n_judge_truncated,none"] == 1 and lab["n_scored,none"] == 1
     expected = official_metrics(fake.judged, skip={always})
     assert ir["rec_s,none"] == pytest.approx(expected["IR"]["rec_s"], abs=0.01)
-    assert results["mme_emotion_sample"]["n_judge_failed,none"] == 1
-    assert results["mme_emotion_sample"]["n_scored,none"] == 15
+    assert results["mme_emotion_sample"]["n_judge_failed,none"] == 2
+    assert results["mme_emotion_sample"]["n_judge_truncated,none"] == 1
+    assert results["mme_emotion_sample"]["n_scored,none"] == 14
+    assert "1 answers of the judge agents were cut off inside their reasoning" in proc.stderr
     assert results["mme_emotion_sample"]["rec_s,none"] == pytest.approx(expected["overall"]["rec_s"], abs=0.01)
 
 

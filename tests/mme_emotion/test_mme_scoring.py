@@ -17,7 +17,7 @@ import re
 import pytest
 
 from emo_tasks.mme_emotion import scoring
-from emo_tasks.mme_emotion.judge import Judgement
+from emo_tasks.mme_emotion.judge import TRUNCATED, Judgement
 from emo_tasks.mme_emotion.parsers import Rating, parse_scores, parse_steps
 from emo_tasks.mme_emotion.protocol import TaskSpec
 from emo_tasks.mme_emotion.scoring import (
@@ -571,6 +571,19 @@ def test_score_sample_failed_judgement_has_no_numbers() -> None:
     assert SampleResult("sad", "judge_failed").score is None
 
 
+def test_a_judge_answer_cut_off_in_its_reasoning_is_a_failure_counted_apart_as_truncated() -> None:
+    cut, wrong = _judged([], ["Step 1: x."]), _judged([], ["Step 1: x."])
+    cut.fail("judge", TRUNCATED, "cut off inside its reasoning")
+    wrong.fail("judge", "invalid_answer", "1 ratings for 2 steps")
+    samples = [score_sample(BINARY, _item("sad", "a", ER_LABELS), j) for j in (cut, wrong)]
+    assert samples[0] == SampleResult("sad", "judge_failed", truncated=True) and not samples[1].truncated
+    m = task_metrics(samples, _settings(**API))
+    assert (m["n_judge_failed"], m["n_judge_truncated"]) == (2, 1) and type(m["n_judge_truncated"]) is Count
+    offline = task_metrics([SampleResult("a", "offline", 1.0, None, None, 1.0)], _settings(EMO_JUDGE="offline"))
+    assert offline["n_judge_truncated"] == 0 and type(offline["n_judge_truncated"]) is Count  # no judge, no cut
+    assert task_metrics([], _settings(EMO_JUDGE="defer"))["n_judge_truncated"] is None  # judged later
+
+
 def test_score_sample_offline() -> None:
     r = score_sample(BINARY, _item("happy", "The mouth curves up.\nAnswer: happy", ER_LABELS))
     assert r == SampleResult("happy", "offline", 1.0, None, None, 1.0, ("happy",))
@@ -652,14 +665,14 @@ def test_category_breakdown_and_failure_counts() -> None:
 # ------------------------------------------------------------------------------------------------ metric table
 def test_table_names_directions_and_headline() -> None:
     assert TABLE.names == ("rec_s", "rea_s", "cot_s", "rec_s_strict", "avg_step", "avg_token", "n_scored",
-                           "n_judge_failed")  # fmt: skip
-    assert TABLE.lower_is_better == {"avg_token", "n_judge_failed"}
+                           "n_judge_failed", "n_judge_truncated")  # fmt: skip
+    assert TABLE.lower_is_better == {"avg_token", "n_judge_failed", "n_judge_truncated"}
     assert [m.name for m in TABLE.headline] == ["rec_s", "rea_s", "cot_s"]
     assert {m.name: m.display for m in TABLE if m.title} == {
         "rec_s": "Rec-S", "rea_s": "Rea-S", "cot_s": "CoT-S", "avg_step": "Avg Step", "avg_token": "Avg Token",
     }  # fmt: skip
     assert {m.name for m in TABLE if m.outcome} == {"rec_s", "rea_s", "cot_s", "rec_s_strict"}
-    assert {m.name for m in TABLE if m.per_sample is None} == {"n_scored", "n_judge_failed"}
+    assert {m.name for m in TABLE if m.per_sample is None} == {"n_scored", "n_judge_failed", "n_judge_truncated"}
     # the report: Markdown tables as before (no strict column), the overall plot panel, why offline values are null
     assert [m.name for m in TABLE if m.in_table] == ["rec_s", "rea_s", "cot_s", "avg_step", "avg_token"]
     assert [m.name for m in TABLE if m.plot] == ["rec_s", "rea_s", "cot_s"]
