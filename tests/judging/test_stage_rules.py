@@ -26,14 +26,30 @@ def test_names_that_once_shared_a_folder_do_not(a: str, b: str) -> None:
         assert s.isascii() and len(s) <= 100 and "/" not in s
 
 
-@pytest.mark.parametrize(("key", "value"), [("protocol", "official"), ("alpha", 0.3), ("endpoint", "judge.local"),
-                                            ("audio_clues", "live")])  # fmt: skip
+@pytest.mark.parametrize(("key", "value"), [("protocol", "official"), ("alpha", 0.3), ("audio_clues", "live")])
 def test_every_part_of_the_setup_is_in_the_name(key: str, value: Any) -> None:
     one = _setup(judge="gpt-4o")
     other = {**one, key: value}
     assert judge_slug(one) != judge_slug(other)
     assert judge_slug(one) == judge_slug(dict(reversed(list(one.items()))))  # order does not matter
     assert judge_slug(one).startswith("judge=gpt-4o,step=gpt-4.1-")
+
+
+def test_what_the_endpoint_reported_is_not_in_the_name_what_was_asked_is() -> None:
+    """Issue 42 item 1: the folder is keyed on what the user asked for; the endpoint host and what `/models`
+    reported (or failed to) are recorded beside it, so a hiccup or `--batch-file` never moves the folder."""
+    from judges.fingerprint import fingerprint
+
+    def setup(listing: dict | None, temperature: float = 0.0, endpoint: str = "127.0.0.1:8000") -> dict:
+        roles = {"judge": ("gpt-4o", {"temperature": temperature}), "step": ("gpt-4.1", {"temperature": 0.0})}
+        fp = fingerprint(roles, protocol="p", prompts="t", listing=listing)
+        return {**_setup(judge="gpt-4o"), "endpoint": endpoint, "judge_fingerprint": {"mme": fp}}
+
+    vllm = {"gpt-4o": {"id": "gpt-4o", "root": "/ckpt/a", "max_model_len": 8192}}
+    name = judge_slug(setup(None))
+    assert judge_slug(setup(vllm)) == name  # "not reported" and reported: one folder
+    assert judge_slug(setup(None, endpoint="vllm-batch.invalid")) == name  # another host: the same request
+    assert judge_slug(setup(None, temperature=0.2)) != name  # a sampling setting asked for is in the name
 
 
 def test_the_setup_resolves_defaults_and_records_no_key() -> None:
