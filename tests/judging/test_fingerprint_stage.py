@@ -176,8 +176,6 @@ def test_models_failing_on_a_rerun_keeps_one_folder_and_its_cache_a_real_change_
         assert first.returncode == 0, first.stderr[-3000:]
         (folder,) = _folders(run)
         calls = len(srv.calls)
-        record = json.loads((folder / "judge_setup.json").read_text())["judge_setup"]
-        assert record["judge_fingerprint"]["mme"]["roles"]["judge"]["served"]["root"] == f"/ckpt/a/{JUDGE}"
 
         srv.models_status = 500  # `/models` fails: "not reported", never a new folder nor a new cache key
         again = run_emo(env, "judge", str(run), "--tasks", TASK)
@@ -185,6 +183,8 @@ def test_models_failing_on_a_rerun_keeps_one_folder_and_its_cache_a_real_change_
         assert _folders(run) == [folder] and len(srv.calls) == calls  # the folder's answers, from the cache
         setup, summary = _records(folder)
         assert summary["judge_fingerprint"]["roles"]["judge"]["served"]["root"] == f"/ckpt/a/{JUDGE}"  # recorded
+        record = json.loads((folder / "judge_setup.json").read_text())["judge_setup"]
+        assert record["judge_fingerprint"] == setup["judge_fingerprint"]  # what the folder was judged with
         report = run_emo(env, "report", str(run))
         assert report.returncode == 0, report.stderr[-3000:]
 
