@@ -30,7 +30,7 @@ from conftest import cli_env, run_emo, with_mme_sample
 from fakes import Judge
 
 from emo_tasks.results.calibration import judge_identity
-from judges.testing import LoopbackServer
+from judges.testing import LoopbackServer, last_user_text
 from judges.testing_batches import BatchServer, Lifecycle
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
@@ -234,6 +234,21 @@ def test_batch_file_lands_in_the_folder_of_a_synchronous_run(run_dir: Path, tmp_
     assert not list(files.glob("*.jsonl"))
 
 
+class Once(Judge):
+    """The loopback judge, counting each request text it answers: a line uploaded twice is answered twice."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def __call__(self, body: dict, attempt: int) -> Any:
+        self.seen.append(f"{body.get('model')}: {last_user_text(body)}")
+        return super().__call__(body, attempt)
+
+    def twice(self) -> list[str]:
+        return sorted({t[:60] for t in self.seen if self.seen.count(t) > 1})
+
+
 def _batch(env: dict, run: Path, *flags: str) -> subprocess.CompletedProcess:
     return run_emo(env, "judge", str(run), "--tasks", TASK, "--batch", "--batch-poll", "0", *flags)
 
@@ -241,7 +256,8 @@ def _batch(env: dict, run: Path, *flags: str) -> subprocess.CompletedProcess:
 def test_a_batch_collected_while_models_fails_uploads_and_submits_nothing_again(run_dir: Path, tmp_path: Path):
     run, cache = _own_run(run_dir, tmp_path), with_mme_sample(tmp_path / "cache")
     quick = Lifecycle(in_progress=1, finalizing=0)
-    with BatchServer(responder=Judge(), models=vllm("/ckpt/a"), default_lifecycle=quick) as srv:
+    judge = Once()
+    with BatchServer(responder=judge, models=vllm("/ckpt/a"), default_lifecycle=quick) as srv:
         env = cli_env(cache, srv, EMO_JUDGE_BACKOFF_BASE="0.01", EMO_JUDGE_BACKOFF_MAX="0.05")
         first = _batch(env, run, "--batch-submit-only")
         assert first.returncode == 5, first.stderr[-3000:]
@@ -259,12 +275,14 @@ def test_a_batch_collected_while_models_fails_uploads_and_submits_nothing_again(
     files = json.loads((folder / "emo_tasks_batch" / "state.json").read_text())["files"]
     assert counters["uploads"] == counters["batches_created"] == len(files)
     assert counters["lines_run"] == sum(f["requests"] for f in files)
+    assert judge.seen and judge.twice() == []  # no request was batched (and paid for) twice
 
 
 def test_kill_9_during_a_batch_then_models_failing_uploads_nothing_again(run_dir: Path, tmp_path: Path) -> None:
     run, cache = _own_run(run_dir, tmp_path), with_mme_sample(tmp_path / "cache")
     slow = Lifecycle(in_progress=50)  # the first batch runs long: the client is waiting when it is killed
-    with BatchServer(responder=Judge(), models=vllm("/ckpt/a"), lifecycles=[slow]) as srv:
+    judge = Once()
+    with BatchServer(responder=judge, models=vllm("/ckpt/a"), lifecycles=[slow]) as srv:
         env = cli_env(cache, srv, EMO_JUDGE_BACKOFF_BASE="0.01", EMO_JUDGE_BACKOFF_MAX="0.05")
         cmd = [sys.executable, "-m", "emo_tasks", "judge", str(run), "--tasks", TASK, "--batch", "--batch-poll", "30"]
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -294,3 +312,4 @@ def test_kill_9_during_a_batch_then_models_failing_uploads_nothing_again(run_dir
     assert _folders(run) == [state.parent.parent]
     files = json.loads(state.read_text())["files"]
     assert counters["uploads"] == counters["batches_created"] == len(files)
+    assert judge.seen and judge.twice() == []  # no request was batched (and paid for) twice
