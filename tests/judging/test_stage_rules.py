@@ -148,3 +148,28 @@ def test_a_deferred_answers_file_is_used_only_for_a_run_that_deferred(tmp_path: 
     (folder / "sample_mme_emotion_er_lab_20260103T000000_answers.jsonl").write_text(answers.read_text())
     with pytest.raises(StageRefused, match="2 deferred answer files"):
         logged_samples(tmp_path, results, task, deferred)
+
+
+def test_a_folder_named_by_the_old_rule_is_found_by_what_it_asked_for(tmp_path: Path) -> None:
+    """A judged folder named before issue 42 (its hash covered the endpoint and what `/models` reported) stays the
+    setup's folder: found by the judge setup its newest results record, when that asks for the same."""
+    import json
+
+    from emo_tasks.judging.stage import judged_dir
+    from judges.fingerprint import fingerprint
+
+    roles = {"judge": ("gpt-4o", {"temperature": 0.0}), "step": ("gpt-4.1", {"temperature": 0.0})}
+    served = fingerprint(roles, protocol="p", prompts="t", listing={"gpt-4o": {"id": "gpt-4o", "root": "/a"}})
+    old = {**_setup(judge="gpt-4o"), "judge_fingerprint": {"mme": served}}
+    now = {**old, "endpoint": "other:1", "judge_fingerprint": {"mme": fingerprint(roles, protocol="p", prompts="t",
+                                                                                  listing=None)}}  # fmt: skip
+    run = tmp_path / "run"
+    for name, setup in (("judge=gpt-4o,step=gpt-4.1-0ld0ld0ld0", old), ("judge=gpt-4o,step=gpt-4.1-0ther0ther", {
+            **old, "alpha": 0.3})):  # fmt: skip
+        folder = run / "judged" / name
+        folder.mkdir(parents=True)
+        doc = {"emo_tasks_judge": {"judge_setup": setup}}
+        (folder / "20260101_000000_results.json").write_text(json.dumps(doc))
+    assert judged_dir(run, now).name == "judge=gpt-4o,step=gpt-4.1-0ld0ld0ld0"
+    assert judged_dir(run, {**now, "alpha": 0.7}).name.startswith("judge=gpt-4o,step=gpt-4.1-")
+    assert judged_dir(run, {**now, "alpha": 0.7}) != judged_dir(run, now)
