@@ -114,6 +114,12 @@ def assume_served(endpoint: EndpointConfig, entries: Mapping[str, Mapping[str, A
         )
 
 
+def forget_assumed() -> None:
+    """Drop what `assume_served` stood in: a process that judges several folders assumes only the one's it judges."""
+    with _lock:
+        _assumed.clear()
+
+
 def forget_served() -> None:
     """Forget what endpoints said (with `engine.reset_engine`: a test's next server may reuse a port)."""
     with _lock:

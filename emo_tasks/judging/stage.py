@@ -441,6 +441,9 @@ def judge_run(
             from emo_tasks.judging.dryrun import dry_run_report
 
             return dry_run_report(plans, prices or {}, outp, extra_judge, batch=batch)
+        from judges.fingerprint import forget_assumed
+
+        forget_assumed()  # what another judged folder of this process recorded is not this one's (`settle`)
         setup = judge_setup(senv, names, extra_judge)
         out_dir = Path(out) if out is not None else judged_dir(run_path, setup)
         usable_out(out_dir)
