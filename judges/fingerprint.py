@@ -32,6 +32,8 @@ FINGERPRINT_SCHEMA = "emo-judges/fingerprint/1"
 
 _lock = threading.Lock()
 _listings: dict[tuple[str, str], dict[str, dict[str, Any]] | None] = {}
+#: per endpoint, served identities a judged folder recorded, for the models the endpoint does not report now
+_assumed: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
 
 
 def _endpoint_key(endpoint: EndpointConfig) -> tuple[str, str]:
@@ -76,23 +78,53 @@ def _ask(endpoint: EndpointConfig) -> dict[str, dict[str, Any]] | None:
 
 def served_models(endpoint: EndpointConfig, ask: bool = True) -> dict[str, dict[str, Any]] | None:
     """What the endpoint lists on `/models` ({id: {id, root, max_model_len}}), asked once per endpoint per process;
-    None when it cannot be asked or did not answer.  `ask=False`: only what this process already knows."""
+    None when it cannot be asked or did not answer.  `ask=False`: only what this process already knows.  A model
+    the endpoint did not report is given what `assume_served` recorded for it, if anything."""
     key = _endpoint_key(endpoint)
     with _lock:
         if key in _listings or not ask:
-            return _listings.get(key)
+            return _with_assumed(key, _listings.get(key))
     if not askable(endpoint):
-        return None
+        with _lock:
+            return _with_assumed(key, None)
     with _lock:  # one question per endpoint even when several threads start at once
         if key not in _listings:
             _listings[key] = _ask(endpoint)
-        return _listings[key]
+        return _with_assumed(key, _listings[key])
+
+
+def _with_assumed(key: tuple[str, str], listing: dict[str, dict[str, Any]] | None) -> dict[str, dict[str, Any]] | None:
+    assumed = _assumed.get(key)
+    if not assumed:
+        return listing
+    out = dict(listing or {})
+    for model, entry in assumed.items():
+        out.setdefault(model, entry)
+    return out
+
+
+def assume_served(endpoint: EndpointConfig, entries: Mapping[str, Mapping[str, Any]]) -> None:
+    """Stand in `entries` ({model: its recorded served identity}) for the models this endpoint does not report, for
+    the rest of the process.  Why: a judged folder records what was served when it was judged; a later run whose
+    `/models` fails (or lists a model only once asked) is taken to be served the same, so its fingerprint, its
+    folder and its answer cache keys (`served_key_part`) stay those of the folder, and nothing is paid twice."""
+    with _lock:
+        _assumed.setdefault(_endpoint_key(endpoint), {}).update(
+            {m: dict(e) for m, e in entries.items() if isinstance(e, Mapping)}
+        )
+
+
+def forget_assumed() -> None:
+    """Drop what `assume_served` stood in: a process that judges several folders assumes only the one's it judges."""
+    with _lock:
+        _assumed.clear()
 
 
 def forget_served() -> None:
     """Forget what endpoints said (with `engine.reset_engine`: a test's next server may reuse a port)."""
     with _lock:
         _listings.clear()
+        _assumed.clear()
 
 
 def served_identity(listing: Mapping[str, Mapping[str, Any]] | None, model: str) -> dict[str, Any] | str:
@@ -155,10 +187,52 @@ def fingerprint(
     }
 
 
+def served_difference(a: Any, b: Any) -> str | None:
+    """The one rule for what is served under a model name: a difference ("id m, root /a vs id m, root /b") only
+    when both sides reported it and the reports differ; "not reported" (or nothing recorded) on either side proves
+    nothing either way, so it is never a difference.  Used by `difference`, and so by compare, calibrate, the
+    gate and the judge stage's check of a judged folder."""
+    if a in (None, NOT_REPORTED) or b in (None, NOT_REPORTED):
+        return None
+    if json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str):
+        return None
+    return f"{_shown(a)} vs {_shown(b)}"
+
+
+def requested(fp: Mapping[str, Any]) -> dict[str, Any]:
+    """What of a fingerprint the user asked for: everything but what the endpoint reported it serves (each role's
+    `served`).  Why: a judged folder is keyed on it, so a `/models` that fails or changes its mind moves nothing."""
+    out = dict(fp)
+    roles = fp.get("roles")
+    if isinstance(roles, Mapping):
+        out["roles"] = {
+            role: ({k: v for k, v in entry.items() if k != "served"} if isinstance(entry, Mapping) else entry)
+            for role, entry in roles.items()
+        }
+    return out
+
+
+def served_by_role(fp: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:
+    """{role: (its model, what the endpoint reported is served under it)} of a fingerprint."""
+    roles = fp.get("roles")
+    if not isinstance(roles, Mapping):
+        return {}
+    return {
+        role: (str(entry.get("model")), entry.get("served", NOT_REPORTED))
+        for role, entry in roles.items()
+        if isinstance(entry, Mapping)
+    }
+
+
 def _shown(value: Any) -> str:
     if isinstance(value, Mapping):
         return ", ".join(f"{k} {_shown(v)}" for k, v in value.items()) or "{}"
     return "not set" if value is None else (value if isinstance(value, str) else json.dumps(value))
+
+
+def show(value: Any) -> str:
+    """A fingerprint value in a few words, as `difference` says it (a served identity: "id m, root /a")."""
+    return _shown(value)
 
 
 def difference(a: Mapping[str, Any], b: Mapping[str, Any], limit: int = 3) -> str | None:
@@ -180,7 +254,9 @@ def difference(a: Mapping[str, Any], b: Mapping[str, Any], limit: int = 3) -> st
         ea, eb = ra[role], rb[role]
         for field in sorted(set(ea) | set(eb), key=lambda f: (f != "model", f)):
             va, vb = ea.get(field), eb.get(field)
-            if field == "served" and NOT_REPORTED in (va, vb):
+            if field == "served":
+                if what := served_difference(va, vb):
+                    parts.append(f"{role} served model {what}")
                 continue
             if json.dumps(va, sort_keys=True, default=str) != json.dumps(vb, sort_keys=True, default=str):
                 parts.append(f"{role} {'served model' if field == 'served' else field} {_shown(va)} vs {_shown(vb)}")

@@ -48,6 +48,7 @@ from emo_tasks.judging.agreement import SCORED, InputError, JudgedRun, judge_rat
 from emo_tasks.judging.agreement_report import LEVEL, Pool, pool_task, rating_agreement, score_difference
 from emo_tasks.results.calibration import Shift, calibration_document, judge_identity
 from emo_tasks.results.layout import JUDGE_DIR, SUMMARY_SUFFIX
+from emo_tasks.results.same_judge import group_by_judge, identity_difference
 
 DEFAULT_TOLERANCE = 1.0  # points: MME-Emotion's scores are x100
 ICC_FORM = "ICC(2,1)"  # absolute agreement: a harsher judge disagrees
@@ -183,17 +184,18 @@ def side_identity(run: JudgedRun) -> dict[str, Any]:
     mixed = mixed_setup_reason(run)
     if mixed:
         raise Refused(f"{mixed}; pass one judged folder (RUN/judged/<one>) per side")
-    found: dict[str, tuple[dict[str, Any], list[str]]] = {}
+    items = []
     for task, log in run.tasks.items():
         identity = judge_identity(log.summary)
         if not identity.get("judge_models"):
             where = log.summary_file or f"no summary beside {log.log}"
             raise Refused(f"{run.folder}: {task}'s judge is not recorded ({where}); nothing proves which judge it is")
-        found.setdefault(_canonical(identity), (identity, []))[1].append(task)
+        items.append((identity, task))
+    found = group_by_judge(items)  # one rule with compare: "not reported" is not another judge
     if len(found) > 1:
-        shown = " vs ".join(f"{_canonical(i)} ({', '.join(t)})" for i, t in found.values())
+        shown = " vs ".join(f"{_canonical(i)} ({', '.join(t)})" for i, t in found)
         raise Refused(f"{run.folder}: its tasks record more than one judge identity: {shown}")
-    return next(iter(found.values()))[0]
+    return found[0][0]
 
 
 def _answers_key(run: JudgedRun) -> str:
@@ -225,7 +227,7 @@ def load_pairs(paths: Sequence[str]) -> tuple[list[Pair], dict[str, Any], dict[s
                 raise Refused(f"{run.folder} is given twice ({seen_folders[key]}, {side}): one judged folder per side")
             seen_folders[key] = side
             identity = side_identity(run)
-            if side in identities and _canonical(identity) != _canonical(identities[side][0]):
+            if side in identities and identity_difference(identity, identities[side][0]):
                 first = identities[side][1]
                 raise Refused(
                     f"{run.folder}: another judge than {first} ({_canonical(identity)} vs "
@@ -248,7 +250,7 @@ def load_pairs(paths: Sequence[str]) -> tuple[list[Pair], dict[str, Any], dict[s
             raise Refused(f"{pair.ref.folder} and {seen_answers[answers]} judge the same answers: one model twice")
         seen_answers[answers] = pair.ref.folder
     ref, cand = identities["REF"][0], identities["CAND"][0]
-    if _canonical(ref) == _canonical(cand):
+    if not identity_difference(ref, cand):
         raise Refused(
             f"{pairs[0].ref.folder} and {pairs[0].cand.folder} record the same judge ({_canonical(ref)}): nothing "
             "to calibrate"

@@ -28,7 +28,6 @@ import contextlib
 import importlib
 import json
 import os
-import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -37,6 +36,7 @@ from typing import Any
 
 from emo_tasks.benchmarks import all_benchmarks, benchmark_of
 from emo_tasks.datafiles import sample_log
+from emo_tasks.judging.judged_folder import judge_slug, judged_dir  # noqa: F401 - re-exported for its callers
 from emo_tasks.judging.stage_types import (  # noqa: F401 - the stage's names, re-exported for its callers
     DEFAULT_MAX_FAILURE_SHARE,
     EXIT_ERROR,
@@ -50,7 +50,7 @@ from emo_tasks.judging.stage_types import (  # noqa: F401 - the stage's names, r
     StageRefused,
     TaskPlan,
 )
-from emo_tasks.results.layout import ANSWERS_SUFFIX, JUDGE_DIR, JUDGED_DIR, MARKER
+from emo_tasks.results.layout import ANSWERS_SUFFIX, JUDGE_DIR, MARKER
 from judges.endpoint import JudgeModelNotFound
 
 
@@ -289,8 +289,8 @@ def judge_setup(env: Mapping[str, str], tasks: Sequence[str], extra_judge: bool 
     judge (`Benchmark.judge_setup`: models per role, protocol, ...; `extra_judge`: its optional judge stage was
     asked for) and, when any judge is used, the endpoint host (never a key).  Each benchmark's judge fingerprint
     (`judges.fingerprint`: served models, sampling settings, prompt templates) goes under `judge_fingerprint`,
-    by benchmark key.  Recorded in the judged results and hashed into the folder name, so two setups never share
-    (or overwrite) one folder."""
+    by benchmark key.  Recorded in the judged results; what of it was asked for is hashed into the folder name
+    (`judged_folder.request_part`), so two requests never share (or overwrite) one folder."""
     from judges.config import EndpointConfig
 
     mode = (env.get("EMO_JUDGE") or "api").strip().lower()
@@ -313,40 +313,6 @@ def judge_setup(env: Mapping[str, str], tasks: Sequence[str], extra_judge: bool 
         except Exception:  # noqa: BLE001 - an unusable endpoint fails later, with its own message
             setup["endpoint"] = None
     return setup
-
-
-#: Setup keys the readable part of a folder name never names (the hash covers them).
-SLUG_UNNAMED = ("judge_mode", "endpoint", "judge_fingerprint")
-#: The readable part of a judge folder's name is cut here (the hash that follows keeps names apart).
-SLUG_READABLE_MAX = 80
-
-
-def judge_slug(setup: Mapping[str, Any]) -> str:
-    """The folder name of one judge setup: readable models (or `offline` / `no-judge`), then `-` and a short hash
-    of the whole setup.  The readable part is ASCII, at most SLUG_READABLE_MAX characters; the hash alone tells
-    setups apart (`a/b` vs `a b`, two non-ASCII names, another protocol, alpha or endpoint)."""
-    import hashlib
-
-    digest = hashlib.sha256(json.dumps(setup, sort_keys=True, ensure_ascii=True).encode()).hexdigest()[:10]
-    if setup.get("judge_mode") == "offline":
-        readable = "offline"
-    elif setup.get("models"):
-        readable = ",".join(f"{role}={model}" for role, model in sorted(setup["models"].items(), key=_role_order))
-        readable = re.sub(r"[^A-Za-z0-9._=,+-]+", "_", readable).strip("_.") or "judge"
-        readable = readable[:SLUG_READABLE_MAX].rstrip("_.,=")
-    else:  # an optional judge stage only (its setup key, e.g. `x_judge` -> `x-judge`)
-        extras = [k.replace("_", "-") for k in setup if k not in SLUG_UNNAMED and setup[k]]
-        readable = re.sub(r"[^A-Za-z0-9._+-]+", "_", "+".join(extras)) or "no-judge"
-    return f"{readable}-{digest}"
-
-
-def judged_dir(run_path: Path, setup: Mapping[str, Any]) -> Path:
-    """Where the stage writes a judge setup's results unless told (--out): RUN/judged/<judge_slug(setup)>."""
-    return Path(run_path) / JUDGED_DIR / judge_slug(setup)
-
-
-def _role_order(item: tuple[str, Any]) -> int:
-    return {"judge": 0, "step": 1, "audio": 2}.get(item[0], 3)
 
 
 def read_answers(
@@ -475,10 +441,16 @@ def judge_run(
             from emo_tasks.judging.dryrun import dry_run_report
 
             return dry_run_report(plans, prices or {}, outp, extra_judge, batch=batch)
+        from judges.fingerprint import forget_assumed
+
+        forget_assumed()  # what another judged folder of this process recorded is not this one's (`settle`)
         setup = judge_setup(senv, names, extra_judge)
         out_dir = Path(out) if out is not None else judged_dir(run_path, setup)
         usable_out(out_dir)
         with _judge_lock(out_dir, err):
+            from emo_tasks.judging.judged_folder import settle
+
+            setup = settle(out_dir, setup, senv, lambda: judge_setup(senv, names, extra_judge))
 
             def judge() -> int:
                 return _judge_and_write(

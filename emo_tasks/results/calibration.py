@@ -65,10 +65,11 @@ def _canonical(value: Any) -> str:
 
 
 def identity_difference(recorded: Mapping[str, Any], calibrated: Mapping[str, Any]) -> list[str]:
-    """The identity keys whose values differ between a run's judge and a calibration side ([]: the same judge).
-    A key recorded on one side only is a difference: a fingerprint the run lacks cannot be proven to match."""
-    keys = sorted(set(recorded) | set(calibrated), key=lambda k: IDENTITY_KEYS.index(k) if k in IDENTITY_KEYS else 99)
-    return [k for k in keys if _canonical(recorded.get(k)) != _canonical(calibrated.get(k))]
+    """The identity keys whose values differ between a run's judge and a calibration side ([]: the same judge), by
+    the one rule compare uses too (`same_judge`: "not reported" is never a difference)."""
+    from emo_tasks.results.same_judge import identity_difference as differ
+
+    return differ(recorded, calibrated, IDENTITY_KEYS)
 
 
 @dataclass(frozen=True)

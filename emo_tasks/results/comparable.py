@@ -12,6 +12,7 @@ from typing import Any
 
 from emo_tasks.benchmarks import benchmark_of
 from emo_tasks.results.reader import PROMPT_FIELDS, Run, leaves
+from emo_tasks.results.same_judge import FINGERPRINT_KEY, fingerprint_difference  # noqa: F401 - the one rule
 
 #: Summary keys that must agree for two runs to be comparable, and what a difference means.
 SUMMARY_KEYS = (
@@ -22,22 +23,6 @@ SUMMARY_KEYS = (
     ("judge_mode", "judges"),
     ("alpha", "judges"),
 )
-
-
-#: The summary key of the judge fingerprint (docs/judges.md#judge-fingerprint), compared by `fingerprint_difference`.
-FINGERPRINT_KEY = "judge_fingerprint"
-
-
-def fingerprint_difference(base: Any, new: Any) -> str | None:
-    """What differs between two runs' judge fingerprints ("judge fingerprint: judge temperature 0.0 vs 0.2"), None
-    when they agree or when either run records none: a run made before fingerprints were recorded is compared on
-    what it does record (models, protocol, mode, alpha), so older baselines stay usable."""
-    from judges.fingerprint import difference
-
-    if not isinstance(base, Mapping) or not isinstance(new, Mapping):
-        return None
-    what = difference(base, new)
-    return f"judge fingerprint: {what}" if what else None
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import Any
 
 from emo_tasks.results.calibration import Calibration, Shift, judge_identity
 from emo_tasks.results.reader import Run, leaves
+from emo_tasks.results.same_judge import group_by_judge, identity_difference
 
 
 def _key(identity: dict[str, Any]) -> str:
@@ -36,22 +37,21 @@ def task_identity(run: Run, task: str) -> dict[str, Any]:
 def run_identity(run: Run, tasks: Sequence[str], side: str) -> tuple[dict[str, Any], str | None]:
     """(the one judge identity of `tasks`' judged leaves in `run`, the problem: None, or one line naming the side
     when its tasks were judged by different judges).  {} when no task records a judge."""
-    seen: dict[str, tuple[dict[str, Any], list[str]]] = {}
-    for task in tasks:
-        for leaf in leaves(run, task):
-            identity = judge_identity(run.summaries.get(leaf))
-            if identity:
-                seen.setdefault(_key(identity), (identity, []))[1].append(leaf)
+    found = [
+        (i, leaf) for task in tasks for leaf in leaves(run, task) if (i := judge_identity(run.summaries.get(leaf)))
+    ]
+    seen = group_by_judge(found)
     if len(seen) > 1:
-        parts = [f"{', '.join(sorted(ts)[:3])}{' ...' if len(ts) > 3 else ''}: {_key(i)}" for i, ts in seen.values()]
+        parts = [f"{', '.join(sorted(ts)[:3])}{' ...' if len(ts) > 3 else ''}: {_key(i)}" for i, ts in seen]
         return {}, (f"judges: the {side} run's tasks were judged by {len(seen)} different judges "
                     f"({' | '.join(parts)}): one calibration carries one judge to one other")  # fmt: skip
-    return (next(iter(seen.values()))[0] if seen else {}), None
+    return (seen[0][0] if seen else {}), None
 
 
 def changed(earlier: Run, later: Run, task: str) -> bool:
-    """The task's judge differs between the two runs: its numbers need the calibration's shift."""
-    return _key(task_identity(earlier, task)) != _key(task_identity(later, task))
+    """The task's judge differs between the two runs (`same_judge`'s rule): its numbers need the calibration's
+    shift."""
+    return bool(identity_difference(task_identity(earlier, task), task_identity(later, task)))
 
 
 def carries(calibration: Calibration, reference: Run, candidate: Run, tasks: Sequence[str],

@@ -12,6 +12,7 @@ any writer, however low, can use them.
         <name>_<stamp>_summary.json         the summary beside it (SUMMARY_SUFFIX, `summary_file`)
         <name>_<stamp>_answers.jsonl        an EMO_JUDGE=defer run's answers (ANSWERS_SUFFIX)
       judged/<judge setup>/                 JUDGED_DIR: what `emo-tasks judge` wrote, laid out as RUN
+        judge_setup.json                    SETUP_RECORD: the judge setup and what the endpoint reported serving
       emo_tasks_refused.json                REFUSED: why a VLMEvalKit run folder holds no results
 """
 
@@ -21,6 +22,9 @@ from pathlib import Path
 
 #: The folder `emo-tasks judge` writes its results into, one subfolder per judge setup: RUN/judged/<judge setup>/.
 JUDGED_DIR = "judged"
+#: A judged folder's record of its judge setup: what was asked (the folder's name hashes it) and what the endpoint
+#: reported it serves (never hashed; a later run's real difference is refused): RUN/judged/<judge setup>/SETUP_RECORD.
+SETUP_RECORD = "judge_setup.json"
 #: The folder of a run (RUN/, RUN/judged/<judge setup>/) holding its judge logs, their summaries and deferred answers.
 JUDGE_DIR = "emo_tasks_judge"
 #: The provenance block of the results `emo-tasks judge` writes (the source results file, the judge setup, ...):

@@ -192,6 +192,28 @@ def test_a_calibration_of_other_judges_is_refused_naming_the_side_and_the_key(ru
     assert "the candidate judge (the new run's) differs in judge_models" in swapped.stderr
 
 
+def test_a_served_identity_one_side_did_not_learn_is_not_another_judge(runs: dict, tmp_path: Path) -> None:
+    """Issue 42 item 3: one identity rule for compare and the gate.  The runs' endpoint did not say what it serves
+    ("not reported"); a calibration whose judges' endpoint did (a vLLM root) calibrates the same judges."""
+    import copy
+
+    from emo_tasks.results.calibration import load_calibration
+
+    real = load_calibration(runs["calibration"])
+    sides = {}
+    for side, identity in (("reference", real.reference), ("candidate", real.candidate)):
+        learnt = copy.deepcopy(identity)
+        roles = learnt["judge_fingerprint"]["roles"]
+        assert {r["served"] for r in roles.values()} == {"not reported"}  # the loopback lists only "loopback"
+        for entry in roles.values():
+            entry["served"] = {"id": entry["model"], "root": f"/ckpt/{entry['model']}", "max_model_len": 8192}
+        sides[side] = learnt
+    served = write_calibration(tmp_path / "served.json", runs["base"], runs["same"], identity=sides)
+    proc = compare(runs, "base", "same", "--calibration", str(served))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"gated across it with calibration {served}" in proc.stdout
+
+
 def test_a_metric_the_calibration_does_not_cover_is_not_gated_silently(runs: dict, tmp_path: Path) -> None:
     partial = write_calibration(tmp_path / "rec_only.json", runs["base"], runs["same"], ("rec_s",))
     proc = compare(runs, "base", "same", "--calibration", str(partial))

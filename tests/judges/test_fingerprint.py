@@ -153,3 +153,20 @@ def test_difference_ignores_what_one_side_could_not_learn() -> None:
     other = fp.fingerprint({"judge": ("m", {"temperature": 0.0, "seed": 1, "top_p": 0.9})}, protocol="p2",
                            prompts="t", listing=None)  # fmt: skip
     assert fp.difference(known, other) == "protocol p vs p2; judge params not set vs top_p 0.9; judge seed not set vs 1"
+
+
+def test_a_recorded_served_identity_stands_in_only_for_what_the_endpoint_does_not_report(tmp_path: Path) -> None:
+    """Issue 42 item 1: a judged folder's recorded served identity stands in for a model `/models` does not report
+    now (so the cache keys stay the folder's), never for one it does report, and is forgotten for the next folder."""
+    other = {**VLLM, "id": "gpt-4o-2024-11-20", "root": "/ckpt/j"}
+    with LoopbackServer(responder=Judge(), models=[{"id": "gpt-4.1-2025-04-14", "root": "/ckpt/now"}]) as srv:
+        endpoint = _settings(srv, tmp_path / "cache").engine.endpoint
+        try:
+            fp.assume_served(endpoint, {"gpt-4.1-2025-04-14": VLLM, "gpt-4o-2024-11-20": other})
+            listing = fp.served_models(endpoint)
+            assert listing is not None and listing["gpt-4.1-2025-04-14"]["root"] == "/ckpt/now"  # reported wins
+            assert listing["gpt-4o-2024-11-20"] == other  # not reported: the recorded one
+            fp.forget_assumed()
+            assert "gpt-4o-2024-11-20" not in (fp.served_models(endpoint) or {})
+        finally:
+            fp.forget_served()

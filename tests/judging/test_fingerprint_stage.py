@@ -4,16 +4,24 @@ that answers `/models` as vLLM does.
 
 - the fingerprint is recorded in the judge setup, the judged summary and the export's provenance, the same
   everywhere, and the same on a rerun (which sends 0 chat requests and lands in the same folder);
-- a served model changed behind the same name misses the cache, and `compare` refuses the two results in one
-  short line; with the fingerprint missing on one side (a run made before it existed), compare goes on;
+- a served model changed behind the same name is refused by the judged folder (exit 2, both values named); judged
+  into another folder it misses the cache, and `compare` refuses the two results in one short line; with the
+  fingerprint missing on one side (a run made before it existed), compare goes on;
+- the judged folder is keyed on what was asked (issue 42, item 1): `/models` failing, an endpoint that lists a model
+  only once asked, `--batch-file` (which never asks) and a batch collected while `/models` fails all land in the
+  folder of the first run, reuse its cached answers and its batch book, and pay nothing twice;
 - `EMO_JUDGE_PRESET=open` sends its models and sampling settings; a role model beside a preset is refused (exit 3,
   one line naming both) by the judge and by its dry run, before anything is sent."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +30,8 @@ from conftest import cli_env, run_emo, with_mme_sample
 from fakes import Judge
 
 from emo_tasks.results.calibration import judge_identity
-from judges.testing import LoopbackServer
+from judges.testing import LoopbackServer, last_user_text
+from judges.testing_batches import BatchServer, Lifecycle
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
@@ -91,11 +100,13 @@ def test_fingerprint_recorded_everywhere_deterministic_and_a_served_change_misse
         assert summary2["judge_fingerprint"] == fingerprint and setup2 == setup
         assert judge_identity(summary2) == judge_identity(summary)  # what a calibration file records: the same
 
-        srv.models = vllm("/ckpt/b")  # another checkpoint behind the same names
-        other = run_emo(env, "judge", str(run_dir), "--tasks", TASK)
+        srv.models = vllm("/ckpt/b")  # another checkpoint behind the same names: the folder refuses it
+        refused = run_emo(env, "judge", str(run_dir), "--tasks", TASK)
+        assert refused.returncode == 2 and len(srv.calls) == first_calls, refused.stderr[-3000:]
+        changed = tmp_path / "changed"  # judged into a folder of its own, as the refusal says
+        other = run_emo(env, "judge", str(run_dir), "--tasks", TASK, "--out", str(changed))
         assert other.returncode == 0, other.stderr[-3000:]
         assert len(srv.calls) >= 2 * first_calls, "a changed served model must not reuse a cached answer"
-    changed = _judged(run_dir, {folder})
     compare = run_emo(env, "compare", str(folder), str(changed))
     assert compare.returncode == 2, compare.stdout + compare.stderr
     lines = [line for line in compare.stderr.splitlines() if "judge fingerprint" in line]
@@ -143,3 +154,162 @@ def test_a_role_model_beside_a_preset_is_refused(run_dir: Path, tmp_path: Path, 
         lines = [line for line in proc.stderr.splitlines() if "EMO_JUDGE_PRESET" in line]
         assert proc.returncode == 3 and len(lines) == 1 and named in lines[0], proc.stderr[-2000:]
         assert "Traceback" not in proc.stderr
+
+
+# ------------------------------------------------------------------------------ issue 42, item 1: one judged folder
+def _own_run(run_dir: Path, tmp_path: Path) -> Path:
+    """A copy of the module's run without its judged folders, so that this test's judged folders are its own."""
+    return Path(shutil.copytree(run_dir, tmp_path / "run", ignore=shutil.ignore_patterns("judged")))
+
+
+def _folders(run: Path) -> list[Path]:
+    return sorted(p for p in (run / "judged").iterdir() if p.is_dir())
+
+
+def test_models_failing_on_a_rerun_keeps_one_folder_and_its_cache_a_real_change_is_refused(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    run, cache = _own_run(run_dir, tmp_path), with_mme_sample(tmp_path / "cache")
+    with LoopbackServer(responder=Judge(), models=vllm("/ckpt/a")) as srv:
+        env = cli_env(cache, srv)
+        first = run_emo(env, "judge", str(run), "--tasks", TASK)
+        assert first.returncode == 0, first.stderr[-3000:]
+        (folder,) = _folders(run)
+        calls = len(srv.calls)
+
+        srv.models_status = 500  # `/models` fails: "not reported", never a new folder nor a new cache key
+        again = run_emo(env, "judge", str(run), "--tasks", TASK)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert _folders(run) == [folder] and len(srv.calls) == calls  # the folder's answers, from the cache
+        setup, summary = _records(folder)
+        assert summary["judge_fingerprint"]["roles"]["judge"]["served"]["root"] == f"/ckpt/a/{JUDGE}"  # recorded
+        record = json.loads((folder / "judge_setup.json").read_text())["judge_setup"]
+        assert record["judge_fingerprint"] == setup["judge_fingerprint"]  # what the folder was judged with
+        report = run_emo(env, "report", str(run))
+        assert report.returncode == 0, report.stderr[-3000:]
+
+        srv.models_status, srv.models = 200, vllm("/ckpt/b")  # a real change: refused, both values named
+        changed = run_emo(env, "judge", str(run), "--tasks", TASK)
+        assert changed.returncode == 2 and len(srv.calls) == calls, changed.stderr[-3000:]
+        (line,) = [x for x in changed.stderr.splitlines() if "refused" in x]
+        assert f"root /ckpt/a/{JUDGE}" in line and f"root /ckpt/b/{JUDGE}" in line, line
+        assert _folders(run) == [folder]
+
+
+def test_an_endpoint_that_lists_a_model_only_once_asked_keeps_one_folder(run_dir: Path, tmp_path: Path) -> None:
+    run, cache = _own_run(run_dir, tmp_path), with_mme_sample(tmp_path / "cache")
+    judge = Judge()
+    listed: list[dict] = []
+
+    def responder(body: dict, attempt: int) -> Any:
+        listed[:] = [{"id": m} for m in (STEP, JUDGE)]  # listed from now on (OpenAI-style: the id only)
+        return judge(body, attempt)
+
+    with LoopbackServer(responder=responder, models=listed) as srv:
+        env = cli_env(cache, srv)
+        for _ in range(2):
+            res = run_emo(env, "judge", str(run), "--tasks", TASK)
+            assert res.returncode == 0, res.stderr[-3000:]
+        assert srv.model_asks == 2 and listed
+        calls = len(srv.calls)
+    (folder,) = _folders(run)
+    assert len(list(folder.glob("*_results.json"))) == 2
+    report = run_emo(env, "report", str(run))
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert calls == len({c.key for c in srv.calls})  # the second run sent nothing again
+
+
+def test_batch_file_lands_in_the_folder_of_a_synchronous_run(run_dir: Path, tmp_path: Path) -> None:
+    """`--batch-file` never asks `/models` and names a stand-in endpoint: the same request, the same folder (and,
+    served as recorded, the same cache keys: nothing to write for `vllm run-batch`)."""
+    run, cache = _own_run(run_dir, tmp_path), with_mme_sample(tmp_path / "cache")
+    with LoopbackServer(responder=Judge(), models=vllm("/ckpt/a")) as srv:
+        sync = run_emo(cli_env(cache, srv), "judge", str(run), "--tasks", TASK)
+        assert sync.returncode == 0, sync.stderr[-3000:]
+    (folder,) = _folders(run)
+    files = tmp_path / "vllm_files"
+    proc = run_emo(cli_env(cache, None), "judge", str(run), "--tasks", TASK, "--batch-file", str(files))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _folders(run) == [folder] and len(list(folder.glob("*_results.json"))) == 2
+    assert not list(files.glob("*.jsonl"))
+
+
+class Once(Judge):
+    """The loopback judge, counting each request text it answers: a line uploaded twice is answered twice."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def __call__(self, body: dict, attempt: int) -> Any:
+        self.seen.append(f"{body.get('model')}: {last_user_text(body)}")
+        return super().__call__(body, attempt)
+
+    def twice(self) -> list[str]:
+        return sorted({t[:60] for t in self.seen if self.seen.count(t) > 1})
+
+
+def _batch(env: dict, run: Path, *flags: str) -> subprocess.CompletedProcess:
+    return run_emo(env, "judge", str(run), "--tasks", TASK, "--batch", "--batch-poll", "0", *flags)
+
+
+def test_a_batch_collected_while_models_fails_uploads_and_submits_nothing_again(run_dir: Path, tmp_path: Path):
+    run, cache = _own_run(run_dir, tmp_path), with_mme_sample(tmp_path / "cache")
+    quick = Lifecycle(in_progress=1, finalizing=0)
+    judge = Once()
+    with BatchServer(responder=judge, models=vllm("/ckpt/a"), default_lifecycle=quick) as srv:
+        env = cli_env(cache, srv, EMO_JUDGE_BACKOFF_BASE="0.01", EMO_JUDGE_BACKOFF_MAX="0.05")
+        first = _batch(env, run, "--batch-submit-only")
+        assert first.returncode == 5, first.stderr[-3000:]
+        (folder,) = _folders(run)
+        srv.models_status = 500  # every later command: "not reported"
+        codes = []
+        for _ in range(8):
+            proc = _batch(env, run, "--batch-submit-only")
+            codes.append(proc.returncode)
+            if proc.returncode != 5:
+                break
+        counters = srv.counters()
+    assert codes[-1] == 0, (codes, proc.stderr[-3000:])
+    assert _folders(run) == [folder]
+    files = json.loads((folder / "emo_tasks_batch" / "state.json").read_text())["files"]
+    assert counters["uploads"] == counters["batches_created"] == len(files)
+    assert counters["lines_run"] == sum(f["requests"] for f in files)
+    assert judge.seen and judge.twice() == []  # no request was batched (and paid for) twice
+
+
+def test_kill_9_during_a_batch_then_models_failing_uploads_nothing_again(run_dir: Path, tmp_path: Path) -> None:
+    run, cache = _own_run(run_dir, tmp_path), with_mme_sample(tmp_path / "cache")
+    slow = Lifecycle(in_progress=50)  # the first batch runs long: the client is waiting when it is killed
+    judge = Once()
+    with BatchServer(responder=judge, models=vllm("/ckpt/a"), lifecycles=[slow]) as srv:
+        env = cli_env(cache, srv, EMO_JUDGE_BACKOFF_BASE="0.01", EMO_JUDGE_BACKOFF_MAX="0.05")
+        cmd = [sys.executable, "-m", "emo_tasks", "judge", str(run), "--tasks", TASK, "--batch", "--batch-poll", "30"]
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 120
+        state = None
+        while time.monotonic() < deadline:
+            found = list(run.glob("judged/*/emo_tasks_batch/state.json"))
+            if found and all(f["batch_id"] for f in json.loads(found[0].read_text())["files"] or [{}]):
+                state = found[0]
+                break
+            assert proc.poll() is None, proc.stderr.read().decode()[-3000:] if proc.stderr else ""
+            time.sleep(0.1)
+        else:
+            pytest.fail("the batches were never recorded")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        before = srv.counters()
+        srv.models_status = 500
+        look = _batch(env, run, "--batch-submit-only")  # the same command while the batch runs: it only looks
+        after = srv.counters()
+        assert look.returncode == 5, look.stderr[-3000:]
+        assert (after["uploads"], after["batches_created"]) == (before["uploads"], before["batches_created"])
+        srv.batches[json.loads(state.read_text())["files"][0]["batch_id"]].lifecycle = Lifecycle()  # let it end
+        done = _batch(env, run)
+        counters = srv.counters()
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert _folders(run) == [state.parent.parent]
+    files = json.loads(state.read_text())["files"]
+    assert counters["uploads"] == counters["batches_created"] == len(files)
+    assert judge.seen and judge.twice() == []  # no request was batched (and paid for) twice

@@ -26,14 +26,30 @@ def test_names_that_once_shared_a_folder_do_not(a: str, b: str) -> None:
         assert s.isascii() and len(s) <= 100 and "/" not in s
 
 
-@pytest.mark.parametrize(("key", "value"), [("protocol", "official"), ("alpha", 0.3), ("endpoint", "judge.local"),
-                                            ("audio_clues", "live")])  # fmt: skip
+@pytest.mark.parametrize(("key", "value"), [("protocol", "official"), ("alpha", 0.3), ("audio_clues", "live")])
 def test_every_part_of_the_setup_is_in_the_name(key: str, value: Any) -> None:
     one = _setup(judge="gpt-4o")
     other = {**one, key: value}
     assert judge_slug(one) != judge_slug(other)
     assert judge_slug(one) == judge_slug(dict(reversed(list(one.items()))))  # order does not matter
     assert judge_slug(one).startswith("judge=gpt-4o,step=gpt-4.1-")
+
+
+def test_what_the_endpoint_reported_is_not_in_the_name_what_was_asked_is() -> None:
+    """Issue 42 item 1: the folder is keyed on what the user asked for; the endpoint host and what `/models`
+    reported (or failed to) are recorded beside it, so a hiccup or `--batch-file` never moves the folder."""
+    from judges.fingerprint import fingerprint
+
+    def setup(listing: dict | None, temperature: float = 0.0, endpoint: str = "127.0.0.1:8000") -> dict:
+        roles = {"judge": ("gpt-4o", {"temperature": temperature}), "step": ("gpt-4.1", {"temperature": 0.0})}
+        fp = fingerprint(roles, protocol="p", prompts="t", listing=listing)
+        return {**_setup(judge="gpt-4o"), "endpoint": endpoint, "judge_fingerprint": {"mme": fp}}
+
+    vllm = {"gpt-4o": {"id": "gpt-4o", "root": "/ckpt/a", "max_model_len": 8192}}
+    name = judge_slug(setup(None))
+    assert judge_slug(setup(vllm)) == name  # "not reported" and reported: one folder
+    assert judge_slug(setup(None, endpoint="vllm-batch.invalid")) == name  # another host: the same request
+    assert judge_slug(setup(None, temperature=0.2)) != name  # a sampling setting asked for is in the name
 
 
 def test_the_setup_resolves_defaults_and_records_no_key() -> None:
@@ -132,3 +148,28 @@ def test_a_deferred_answers_file_is_used_only_for_a_run_that_deferred(tmp_path: 
     (folder / "sample_mme_emotion_er_lab_20260103T000000_answers.jsonl").write_text(answers.read_text())
     with pytest.raises(StageRefused, match="2 deferred answer files"):
         logged_samples(tmp_path, results, task, deferred)
+
+
+def test_a_folder_named_by_the_old_rule_is_found_by_what_it_asked_for(tmp_path: Path) -> None:
+    """A judged folder named before issue 42 (its hash covered the endpoint and what `/models` reported) stays the
+    setup's folder: found by the judge setup its newest results record, when that asks for the same."""
+    import json
+
+    from emo_tasks.judging.stage import judged_dir
+    from judges.fingerprint import fingerprint
+
+    roles = {"judge": ("gpt-4o", {"temperature": 0.0}), "step": ("gpt-4.1", {"temperature": 0.0})}
+    served = fingerprint(roles, protocol="p", prompts="t", listing={"gpt-4o": {"id": "gpt-4o", "root": "/a"}})
+    old = {**_setup(judge="gpt-4o"), "judge_fingerprint": {"mme": served}}
+    now = {**old, "endpoint": "other:1", "judge_fingerprint": {"mme": fingerprint(roles, protocol="p", prompts="t",
+                                                                                  listing=None)}}  # fmt: skip
+    run = tmp_path / "run"
+    for name, setup in (("judge=gpt-4o,step=gpt-4.1-0ld0ld0ld0", old), ("judge=gpt-4o,step=gpt-4.1-0ther0ther", {
+            **old, "alpha": 0.3})):  # fmt: skip
+        folder = run / "judged" / name
+        folder.mkdir(parents=True)
+        doc = {"emo_tasks_judge": {"judge_setup": setup}}
+        (folder / "20260101_000000_results.json").write_text(json.dumps(doc))
+    assert judged_dir(run, now).name == "judge=gpt-4o,step=gpt-4.1-0ld0ld0ld0"
+    assert judged_dir(run, {**now, "alpha": 0.7}).name.startswith("judge=gpt-4o,step=gpt-4.1-")
+    assert judged_dir(run, {**now, "alpha": 0.7}) != judged_dir(run, now)

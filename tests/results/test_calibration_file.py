@@ -39,8 +39,12 @@ def test_a_written_document_reads_back_and_matches_only_its_own_judges(tmp_path:
     assert cal.mismatch(judge_identity({**REF, "judge_endpoint": "x:1", "judge_mode": "api"}), CAND) is None
     why = cal.mismatch(CAND, REF)
     assert why and "reference judge differs in judge_models" in why and "candidate judge differs" in why
-    # a fingerprint recorded by the run but not by the calibration cannot be proven to match
-    why = cal.mismatch({**REF, "judge_fingerprint": {"temperature": 0}}, CAND)
+    # compare's rule (issue 42 item 3): a fingerprint recorded on one side only is compared on the other keys;
+    # recorded on both sides and different, it is another judge
+    assert cal.mismatch({**REF, "judge_fingerprint": {"protocol": "p", "roles": {}}}, CAND) is None
+    both = load_calibration(_write(tmp_path, reference={"identity": {**REF, "judge_fingerprint": {"protocol": "p"}},
+                                                        "runs": ["a"]}))  # fmt: skip
+    why = both.mismatch({**REF, "judge_fingerprint": {"protocol": "q"}}, CAND)
     assert why and "judge_fingerprint" in why
 
 

@@ -74,3 +74,23 @@ def test_the_one_line_setup_names_the_fingerprint_by_a_short_hash() -> None:
     assert text is not None and "roles" not in text and "temperature" not in text
     assert text.startswith("mode api; step gpt-4.1-2025-04-14, judge gpt-4o-2024-11-20; judge fingerprint ")
     assert len(text.rsplit(" ", 1)[1]) == 10 and text == reader.judge_setup_text(dict(reversed(setup.items())))
+
+
+def test_one_identity_rule_for_compare_calibrate_and_the_gate() -> None:
+    """Issue 42 item 3: "not reported" is never a difference, to compare, a calibration's match, the gate's
+    `changed` and calibrate's grouping alike; two reported roots that differ are two judges to all of them."""
+    from emo_tasks.results import judge_change
+    from emo_tasks.results.calibration import judge_identity
+    from emo_tasks.results.same_judge import group_by_judge, identity_difference
+
+    known, other = _fingerprint(root="/ckpt/a"), _fingerprint(root="/ckpt/b")
+    unknown = copy.deepcopy(known)
+    unknown["roles"]["judge"]["served"] = "not reported"
+    a, b, c = (judge_identity(_run(n, fp).summaries[TASK]) for n, fp in (("a", known), ("b", unknown), ("c", other)))
+    assert identity_difference(a, b) == [] and identity_difference(b, c) == []
+    assert identity_difference(a, c) == ["judge_fingerprint"]
+    assert not judge_change.changed(_run("a", known), _run("b", unknown), TASK)
+    assert judge_change.changed(_run("a", known), _run("c", other), TASK)
+    (group,) = group_by_judge([(b, "t1"), (a, "t2")])
+    assert group == (a, ["t1", "t2"])  # the identity that learnt what is served stands for the group
+    assert len(group_by_judge([(a, "t1"), (c, "t2")])) == 2
