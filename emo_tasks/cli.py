@@ -77,10 +77,11 @@ def _parser() -> argparse.ArgumentParser:
         "RUN_DIR/judged/<judge models>-<setup hash>/ (one folder per judge setup) in the layout `emo-tasks report` "
         "reads. Every saved row must be there exactly once, with its target and prompt (--partial accepts missing "
         "rows). Exit codes: 0 done; 2 refused (several runs in the folder and no --run, answers that do not "
-        "belong to the run's rows, duplicated or missing rows); 3 error (a bad argument, no run, bad setting, "
-        "unusable --out, a crash); 4 judged and written, but more than --max-failure-share of the judgements "
-        "failed (run it again: only the failures are resent); 5 batches are out, nothing written yet (--batch: run "
-        "the same command again).",
+        "belong to the run's rows, duplicated or missing rows; batches out and no --batch or --batch-cancel, a "
+        "damaged batch book, a batch output answering one request twice differently); 3 error (a bad argument, "
+        "no run, bad setting, unusable --out, a crash); 4 judged and written, but more than --max-failure-share "
+        "of the judgements failed (run it again: only the failures are resent); 5 batches are out, nothing written "
+        "yet (--batch: run the same command again).",
     )
     j.add_argument("run", metavar="RUN_DIR", help="the lmms-eval --output_path folder")
     j.add_argument("--tasks", type=cliargs.names("a comma-separated list of tasks or groups"),
@@ -118,6 +119,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="megabytes per batch file (default 200, OpenAI's limit)")  # fmt: skip
     b.add_argument("--batch-poll", type=cliargs.number(0), default=60.0, metavar="S",
                    help="seconds before the first poll of a batch's status; the wait grows (default 60)")  # fmt: skip
+    b.add_argument("--batch-cancel", action="store_true",
+                   help="cancel the batches still out at the provider (what they ran is kept; vLLM request files "
+                   "are dropped), then judge the rest (synchronously, or in new batches with --batch)")  # fmt: skip
     b.add_argument("--batch-submit-only", action="store_true",
                    help="submit this round's batches and exit 5; the same command collects later")  # fmt: skip
     b.add_argument("--batch-fallback", choices=("batch", "sync"), default="batch",

@@ -14,6 +14,9 @@ sends nothing.  MME-Emotion's agents so become rounds (step agent, audio clue, j
 Why a book on disk (`state.json`, written atomically before anything is uploaded and after every id is known):
 a crash, `kill -9` or a night between submit and collect must not upload, submit or pay twice.  An answer's
 outcome is recorded per (request, batch file), so reading the same output file again counts nothing twice.
+The book is read strictly (`read_state`): a damaged one is refused, naming what is wrong, and left as it is; it
+records batches that are paid for.  A synchronous stage reads it too (`sync`): it refuses while batches are out,
+and takes the answers of collected batches (a cancelled batch's finished lines) instead of sending them again.
 """
 
 from __future__ import annotations
@@ -55,7 +58,15 @@ class BatchPending(Exception):  # noqa: N818 - a signal, not an error
 
 
 class BatchStateError(JudgeConfigError):
-    """The book on disk cannot be used (another endpoint's batches, a newer schema, a corrupt file)."""
+    """The book on disk cannot be used (another endpoint's batches, a newer schema, a damaged file), or a batch's
+    output contradicts itself: a refusal (`emo-tasks judge` exit 2), never a reason to drop the book."""
+
+
+#: what a damaged book's refusal says to do (the book is never replaced: it records batches that are paid for)
+DAMAGED = (
+    "it is left as it is (it records batches that are paid for): restore or repair it, or move it away to start "
+    "the batches afresh (a batch it records that is still out is then paid for again)"
+)
 
 
 @dataclass
@@ -82,11 +93,25 @@ class BatchFile:
     #: the upload / the batch creation was begun (saved first): only then can the provider hold one we never heard of
     upload_started: bool = False
     create_started: bool = False
+    #: --batch-cancel asked the provider to cancel it (or dropped it before it was submitted)
+    cancel_requested: bool = False
+    #: the provider's ids of the output and error files it was collected from (named when they contradict)
+    output_file_id: str | None = None
+    error_file_id: str | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> BatchFile:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
+
+    def origin(self) -> str:
+        """Where its output came from at the provider (named when the output contradicts itself)."""
+        ids = (("output file", self.output_file_id), ("error file", self.error_file_id), ("batch", self.batch_id))
+        return ", ".join(f"{what} {value}" for what, value in ids if value)
+
+    def label(self) -> str:
+        """How a refusal names it: its batch id, or its file's name before it has one."""
+        return self.batch_id or (f"{self.name} (id not recorded)" if self.create_started else self.name)
 
 
 @dataclass
@@ -124,6 +149,8 @@ class BatchBook:
         self.rounds = 0
         #: a pass wrote the results (the stage finished); the next command starts a new attempt at its failures
         self.finished = False
+        #: a synchronous stage reads the book (`resolve`): collected answers are taken, nothing else waits
+        self.sync = False
         #: names this folder's uploads (and their batches' metadata) at the provider
         self.tag = hashlib.sha256(str(self.folder.resolve()).encode()).hexdigest()[:12]
         self._load()
@@ -145,29 +172,24 @@ class BatchBook:
 
     def _load(self) -> None:
         path = self.state_path
-        if not path.exists():
+        doc = read_state(path)
+        if doc is None:
             return
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise BatchStateError(f"{path}: cannot be read ({exc}); move it away to start the batches afresh") from None
-        if doc.get("schema") != SCHEMA:
-            raise BatchStateError(f"{path}: schema {doc.get('schema')!r}, this version reads {SCHEMA}")
-        if doc.get("mode") != self.mode:
+        if doc["mode"] != self.mode:
             raise BatchStateError(
-                f"{path}: these batches went {'to the Batch API' if doc.get('mode') == 'api' else 'to request files'}"
-                f"; finish them the same way ({'--batch' if doc.get('mode') == 'api' else '--batch-results DIR'})"
+                f"{path}: these batches went {'to the Batch API' if doc['mode'] == 'api' else 'to request files'}"
+                f"; finish them the same way ({'--batch' if doc['mode'] == 'api' else '--batch-results DIR'})"
             )
         if (
             self.mode == "api"
             and doc.get("host") != self.endpoint.host
-            and any(f.get("batch_id") and not f.get("collected") for f in doc.get("files", []))
+            and any(f.get("batch_id") and not f.get("collected") for f in doc["files"])
         ):
             raise BatchStateError(
                 f"{path}: batches not collected yet were submitted to {doc.get('host')}, not {self.endpoint.host}; "
                 "point OPENAI_BASE_URL (or AZURE_ENDPOINT) back at it to collect them"
             )
-        self.files = [BatchFile.from_dict(f) for f in doc.get("files", [])]
+        self.files = [BatchFile.from_dict(f) for f in doc["files"]]
         self.submitted = dict(doc.get("submitted", {}))
         self.outcomes = {k: dict(v) for k, v in doc.get("outcomes", {}).items()}
         self.failed = dict(doc.get("failed", {}))
@@ -175,6 +197,17 @@ class BatchBook:
         self.rounds = int(doc.get("rounds", 0))
         self.tag = str(doc.get("tag") or self.tag)
         self.finished = bool(doc.get("finished", False))
+
+    @classmethod
+    def existing(cls, folder: Path, endpoint: EndpointConfig, poll_s: float = 60.0) -> BatchBook | None:
+        """The book in `folder` in the mode it was written in (a synchronous stage reads either), None when there
+        is none.  Its request folder is not known here (`--batch-file DIR`): such a book writes no request file."""
+        doc = read_state(Path(folder) / STATE)
+        if doc is None:
+            return None
+        local = doc["mode"] == "files"
+        return cls(folder, BatchOptions(poll_s=poll_s, file_dir=str(Path(folder) / "requests") if local else None),
+                   endpoint)  # fmt: skip
 
     def save(self) -> None:
         """Write the book atomically (a reader, or the next process after a crash, sees the old one or this)."""
@@ -214,18 +247,29 @@ class BatchBook:
     def uncollected(self) -> list[BatchFile]:
         return [f for f in self.files if not f.collected]
 
+    def pending(self) -> list[BatchFile]:
+        """The files whose answers may still come: a batch submitted (or whose creation began: the provider may
+        hold it) and not collected; in files mode, every request file not read back yet."""
+        if self.mode == "files":
+            return self.uncollected()
+        return [f for f in self.uncollected() if f.batch_id or f.create_started]
+
+    def drop(self, f: BatchFile) -> None:
+        """--batch-cancel of a file no batch was made of (nothing ran, nothing is charged): recorded as cancelled
+        and collected, so its requests are sent again (as a cancelled batch's unrun lines) and it is never
+        submitted later."""
+        f.status, f.collected, f.cancel_requested = "cancelled", True, True
+        self.save()
+
     # ------------------------------------------------------------------ a pass
     def begin_pass(self) -> None:
         """Read every collected output (request key -> its line, per file) and forget the last pass's files."""
         self._answers = {}
         for f in self.files:
             if f.collected:
-                for rel in (f.output, f.errors):
-                    if rel:
-                        for line in _read_lines(self.folder / rel):
-                            cid = line.get("custom_id")
-                            if isinstance(cid, str):
-                                self._answers[(cid, f.name)] = line
+                paths = [self.folder / rel for rel in (f.output, f.errors) if rel]
+                for cid, line in read_output(paths, f.origin()).items():
+                    self._answers[(cid, f.name)] = line
         self._open, self._written, self._closed = {}, set(), []
         self.waiting, self.answered = set(), 0
         if self.requests_dir.exists():
@@ -235,6 +279,10 @@ class BatchBook:
     async def resolve(self, engine: Any, key: str, req: JudgeRequest) -> JudgeResult | None:
         """What a request the cache did not answer becomes in this pass: its result (an answer a batch brought,
         checked and cached; or the failure it ended with), None to send it directly, or `BatchPending`."""
+        if self.sync:  # a synchronous stage: a collected answer is read; the rest is sent directly
+            name = self.submitted.get(key)
+            line = self._answers.get((key, name)) if name is not None and key not in self.failed else None
+            return None if line is None else await self._read(engine, key, req, name, line)
         if key in self.failed:
             return JudgeResult(**self.failed[key])
         name = self.submitted.get(key)
@@ -417,16 +465,104 @@ class BatchBook:
         return self.requests_dir / f"{f.name}.jsonl"
 
 
+def _kind(value: Any) -> str:
+    """A JSON value's kind, as a refusal names it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    return {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number"}.get(
+        type(value), type(value).__name__
+    )
+
+
+#: a book entry's fields: (required?, the types it may hold, how a refusal says them)
+_STR: tuple[tuple[type, ...], str] = ((str,), "a string")
+_OPT_STR: tuple[tuple[type, ...], str] = ((str, type(None)), "a string or null")
+_INT: tuple[tuple[type, ...], str] = ((int,), "a whole number")
+_BOOL: tuple[tuple[type, ...], str] = ((bool,), "true or false")
+_FILE_FIELDS: dict[str, tuple[bool, tuple[tuple[type, ...], str]]] = {
+    "name": (True, _STR), "round": (True, _INT), "model": (True, _STR), "requests": (True, _INT),
+    "bytes": (True, _INT), "sha256": (False, _STR), "file_id": (False, _OPT_STR), "batch_id": (False, _OPT_STR),
+    "status": (False, _STR), "counts": (False, ((dict,), "an object")), "output": (False, _OPT_STR),
+    "errors": (False, _OPT_STR), "collected": (False, _BOOL), "failure": (False, _OPT_STR),
+    "upload_started": (False, _BOOL), "create_started": (False, _BOOL), "cancel_requested": (False, _BOOL),
+    "output_file_id": (False, _OPT_STR), "error_file_id": (False, _OPT_STR),
+}  # fmt: skip
+_RESULT_FIELDS = {f.name for f in fields(JudgeResult)}
+
+
+def _typed(value: Any, types: tuple[type, ...]) -> bool:
+    return isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+
+
+def read_state(path: Path) -> dict[str, Any] | None:
+    """The book at `path`, read strictly (None when there is none): every part `BatchBook` uses is there and of its
+    type, or BatchStateError names the file, what is wrong and what to do (one line).  Nothing here writes."""
+    if not path.exists():
+        return None
+
+    def bad(what: str) -> BatchStateError:
+        return BatchStateError(f"{path}: {what}; {DAMAGED}")
+
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise BatchStateError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise bad(f"not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise bad(f"holds {_kind(doc)}, not the batch book's object")
+    if doc.get("schema") != SCHEMA:
+        raise BatchStateError(f"{path}: schema {doc.get('schema')!r}, this version reads {SCHEMA}; {DAMAGED}")
+    if doc.get("mode") not in ("api", "files"):
+        raise bad(f"'mode' is {doc.get('mode')!r}, not 'api' or 'files'")
+    files = doc.get("files")
+    if not isinstance(files, list):
+        raise bad(f"'files' is {_kind(files)}, not a list of batch files")
+    for i, entry in enumerate(files):
+        if not isinstance(entry, dict):
+            raise bad(f"files[{i}] is {_kind(entry)}, not a batch file's object")
+        name = entry.get("name") if isinstance(entry.get("name"), str) else "?"
+        for key, (required, (types, said)) in _FILE_FIELDS.items():
+            if key not in entry:
+                if required:
+                    raise bad(f"files[{i}] ({name}) has no {key!r}")
+            elif not _typed(entry[key], types):
+                raise bad(f"files[{i}] ({name}): {key!r} is {_kind(entry[key])}, not {said}")
+    names = [f["name"] for f in files]
+    if len(set(names)) != len(names):
+        raise bad(f"the file {next(n for n in names if names.count(n) > 1)!r} is recorded twice")
+    for key, inner, said in (("submitted", str, "file names"), ("outcomes", dict, "outcomes per file"),
+                             ("failed", dict, "failures")):  # fmt: skip
+        value = doc.get(key, {})
+        if not isinstance(value, dict) or not all(isinstance(v, inner) for v in value.values()):
+            raise bad(f"{key!r} is {_kind(value)}, not an object of {said} by request")
+    if not all(all(isinstance(o, str) for o in per.values()) for per in doc.get("outcomes", {}).values()):
+        raise bad("'outcomes' holds an outcome that is not a string")
+    for k, res in doc.get("failed", {}).items():
+        if not {"ok", "text", "key", "model"} <= set(res) or not set(res) <= _RESULT_FIELDS:
+            raise bad(f"failed[{k[:16]}...] is not a judge result")
+    direct = doc.get("direct", [])
+    if not isinstance(direct, list) or not all(isinstance(k, str) for k in direct):
+        raise bad(f"'direct' is {_kind(direct)}, not a list of request keys")
+    for key, (types, said) in (("rounds", _INT), ("finished", _BOOL), ("tag", _OPT_STR), ("host", _OPT_STR)):
+        if key in doc and not _typed(doc[key], types):
+            raise bad(f"{key!r} is {_kind(doc[key])}, not {said}")
+    return doc
+
+
 def _slug(model: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", model).strip("_")[:60] or "model"
 
 
-def _read_lines(path: Path) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a JSONL file (a line that is not one is skipped: an output file is the provider's)."""
+def _read_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The JSON objects of a JSONL file with their line numbers (a line that is not one is skipped: an output file
+    is the provider's)."""
     if not path.exists():
         return
     with path.open("rb") as fh:
-        for raw in fh:
+        for no, raw in enumerate(fh, 1):
             raw = raw.strip()
             if not raw:
                 continue
@@ -435,7 +571,35 @@ def _read_lines(path: Path) -> Iterator[dict[str, Any]]:
             except ValueError:
                 continue
             if isinstance(obj, dict):
-                yield obj
+                yield no, obj
+
+
+class BatchOutputError(BatchStateError):
+    """A batch's output names a request twice with different content: which answer is the judge's is unknown."""
+
+
+def read_output(paths: list[Path], where: str = "") -> dict[str, dict[str, Any]]:
+    """custom_id -> its line, over one batch's output (and error) files.  A line repeated word for word is taken
+    once; the same custom_id with different content raises BatchOutputError naming the file and the id (the last
+    one read must not silently win: it would change a score)."""
+    out: dict[str, dict[str, Any]] = {}
+    seen: dict[str, tuple[Path, int]] = {}
+    for path in paths:
+        for no, line in _read_lines(path):
+            cid = line.get("custom_id")
+            if not isinstance(cid, str):
+                continue
+            if cid in out and out[cid] != line:
+                first, first_no = seen[cid]
+                at = f"line {first_no}" if first == path else f"line {first_no} of {first}"
+                raise BatchOutputError(
+                    f"{path}{f' ({where})' if where else ''}: custom_id {cid} comes back twice with different "
+                    f"content ({at} and line {no}), so which answer the judge gave is unknown; keep the one right "
+                    "line (or delete both to send that request again), then run the same command"
+                )
+            out[cid] = line
+            seen.setdefault(cid, (path, no))
+    return out
 
 
 def _error_body(error: Any) -> dict[str, Any]:
@@ -467,15 +631,16 @@ def active() -> BatchBook | None:
 
 
 @contextlib.contextmanager
-def activated(book: BatchBook) -> Iterator[BatchBook]:
-    """Make `book` the process's batch book while the block runs (one batched stage per process)."""
+def activated(book: BatchBook, linger: bool = True) -> Iterator[BatchBook]:
+    """Make `book` the process's batch book while the block runs (one batched stage per process).  `linger`: the
+    next round's frames render while the client waits for this one (a synchronous stage has no next round)."""
     from . import frames
 
     global _ACTIVE
     if _ACTIVE is not None:
         raise RuntimeError("a batched judge stage is already running in this process")
     _ACTIVE = book
-    frames.linger(True)  # the next round's frames render while the client waits for this one
+    frames.linger(linger)
     try:
         yield book
     finally:

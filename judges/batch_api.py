@@ -6,6 +6,9 @@ what the provider already holds: before uploading, a file of the same name (the 
 is adopted; before creating a batch, a batch of the same input file is.  Every id is written into the book before
 the next step, so a process killed anywhere resumes without paying twice.
 
+`cancel` is --batch-cancel: every batch still out is cancelled at the provider and waited for, and what it ran
+is collected as an expired batch's is (paid for, so kept).
+
 `collect_local` is the `vllm run-batch` path: the request files were written for the user to run, and the output
 files are read from the folder they name.
 """
@@ -20,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .atomic import atomic_path
-from .batch import BatchBook, BatchFile
+from .batch import BatchBook, BatchFile, read_output
 from .batch_files import BYTES_PER_MB
 from .config import EndpointConfig, JudgeConfigError
 from .endpoint import failure_detail
@@ -185,6 +188,38 @@ class BatchAPI:
             self.sleep(delay)
             delay = min(max(POLL_MAX_S, book.options.poll_s), delay * POLL_GROWTH if delay else 0.0)
 
+    def cancel(self, book: BatchBook) -> int:
+        """--batch-cancel: cancel every batch of the book still out (one whose creation began is looked up
+        first), drop the files never submitted, and wait until each cancelled batch ended, collecting what it ran
+        (it is paid for: its answers are read as an expired batch's, the rest is sent again).  The book keeps every
+        record.  Returns the number of cancels asked for."""
+        self.poll_once(book)  # a batch that ended meanwhile is collected as it is
+        asked = 0
+        for f in book.uncollected():
+            if not f.batch_id and f.create_started and f.file_id:
+                found = self._adopt_batch(f)
+                if found is not None:
+                    f.batch_id, f.status = found.id, found.status
+                    book.save()
+            if not f.batch_id:  # no batch was made of it: nothing ran, nothing is charged
+                book.drop(f)
+                self.say(f"{f.name}: never submitted; dropped (its requests are sent again)")
+                continue
+            if f.cancel_requested:
+                continue  # asked by an earlier command: its end is awaited below
+            try:
+                batch = self._call(f"cancelling {f.batch_id}", lambda f=f: self.client.batches.cancel(f.batch_id))
+            except JudgeConfigError:  # a provider refuses to cancel a batch that just ended: collected below
+                batch = self._call(f"polling {f.batch_id}", lambda f=f: self.client.batches.retrieve(f.batch_id))
+                if batch.status not in TERMINAL:
+                    raise
+            f.cancel_requested, f.status = True, batch.status
+            book.save()
+            asked += 1
+            self.say(f"{f.name} ({f.batch_id}): cancel asked ({batch.status}); what it ran so far is kept")
+        self.wait(book)
+        return asked
+
     def _collect(self, book: BatchBook, f: BatchFile, batch: Any) -> None:
         for attr, suffix, slot in (("output_file_id", "output", "output"), ("error_file_id", "errors", "errors")):
             file_id = getattr(batch, attr, None)
@@ -195,6 +230,7 @@ class BatchAPI:
             with atomic_path(target) as tmp:
                 tmp.write_bytes(data)
             setattr(f, slot, str(target.relative_to(book.folder)))
+            setattr(f, attr, str(file_id))  # the provider's id, named if the file contradicts itself
         if batch.status == "failed":
             errors = getattr(getattr(batch, "errors", None), "data", None) or []
             said = "; ".join(_said(e) for e in errors[:3])
@@ -221,6 +257,7 @@ def collect_local(book: BatchBook, results_dir: Path) -> list[BatchFile]:
         if not src.exists():
             missing.append(f)
             continue
+        read_output([src])  # a request answered twice, differently: refused before the copy is taken
         target = book.outputs_dir / f"{f.name}.output.jsonl"
         with atomic_path(target) as tmp:
             shutil.copyfile(src, tmp)

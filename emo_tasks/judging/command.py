@@ -22,8 +22,8 @@ from emo_tasks.results import reader
 
 
 def main_judge(args: argparse.Namespace) -> int:
-    """The judge stage (emo_tasks/judging/stage.py); its exit code: 0 done, 2 refused, 3 error, 4 too many judge
-    failures, 5 batches out (--batch)."""
+    """The judge stage (emo_tasks/judging/stage.py); its exit code: 0 done, 2 refused (also: batches out and no
+    --batch, a damaged batch book), 3 error, 4 too many judge failures, 5 batches out (--batch)."""
     from emo_tasks.judging import stage
     from emo_tasks.judging.dryrun import parse_prices
 
@@ -39,6 +39,9 @@ def main_judge(args: argparse.Namespace) -> int:
     overrides = {var: getattr(args, flag) for flag, var in stage.MODEL_FLAGS.items()}
     try:
         batch = batch_options(args)
+        cancel = getattr(args, "batch_cancel", False)
+        if cancel and args.dry_run:
+            raise ValueError("--batch-cancel cancels batches at the provider; --dry-run sends nothing")
     except ValueError as exc:
         print(f"emo-tasks judge: {exc}", file=sys.stderr)
         return stage.EXIT_ERROR
@@ -54,6 +57,7 @@ def main_judge(args: argparse.Namespace) -> int:
         partial=args.partial,
         max_failure_share=share,
         batch=batch,
+        batch_cancel=args.batch_poll if cancel else None,
     )
 
 

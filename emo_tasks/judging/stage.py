@@ -390,10 +390,11 @@ def judge_run(
     max_failure_share: float = DEFAULT_MAX_FAILURE_SHARE,
     keep: Mapping[str, Sequence[str]] | None = None,
     batch: Any = None,
+    batch_cancel: float | None = None,
 ) -> int:
     """The whole stage; returns the exit code (messages go to `stream`, default stderr/stdout).  `keep` (dry runs
     only: `emo-tasks plan-gate` costs a planned subset): dataset_name -> the unit keys to count, the rest of the
-    run's answers left out."""
+    run's answers left out.  `batch_cancel` (--batch-cancel, its --batch-poll): cancel the batches out first."""
     from emo_tasks.settings import environ
 
     err = sys.stderr if stream is None else stream
@@ -457,11 +458,9 @@ def judge_run(
                     plans, kept, data, results_file, out_dir, senv, setup, extra_judge, max_failure_share, err, outp
                 )
 
-            if batch is None:
-                return judge()
-            from emo_tasks.judging.batching import judge_in_batches
+            from emo_tasks.judging.batching import judge_with_book  # the folder's batch book, even without --batch
 
-            return judge_in_batches(judge, out_dir, senv, batch, err)
+            return judge_with_book(judge, out_dir, senv, batch, err, batch_cancel)
     except StageRefused as exc:
         print(f"emo-tasks judge: refused: {exc}", file=err)
         return EXIT_REFUSED

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from conftest import API_KEY
 
-from emo_tasks.judging.batching import judge_in_batches
+from emo_tasks.judging.batching import judge_with_book
+from emo_tasks.judging.stage_types import StageRefused
 from judges.batch import BatchBook, BatchStateError
 from judges.batch_files import BatchLimits, BatchOptions, plan_files, request_line
 from judges.config import EndpointConfig, JudgeConfigError
@@ -33,9 +34,17 @@ def _env(srv: LoopbackServer) -> dict[str, str]:
 
 
 def _batched(
-    srv: BatchServer, tmp: Path, requests: list[JudgeRequest], *, options: BatchOptions | None = None, **ep: Any
+    srv: BatchServer,
+    tmp: Path,
+    requests: list[JudgeRequest],
+    *,
+    options: BatchOptions | None = None,
+    sync: bool = False,
+    cancel: float | None = None,
+    **ep: Any,
 ) -> tuple[int, list[Any], io.StringIO]:
-    """Judge `requests` through the driver: (exit code, the last pass's results, what it printed)."""
+    """Judge `requests` through the driver: (exit code, the last pass's results, what it printed).  `sync`: the
+    synchronous stage over the same folder (no --batch); `cancel`: --batch-cancel (its --batch-poll)."""
     engine = JudgeEngine(EndpointConfig.from_env(_env(srv), **ep), cache=tmp / "cache.sqlite", progress=False)
     got: list[Any] = []
 
@@ -44,9 +53,9 @@ def _batched(
         return 0
 
     err = io.StringIO()
-    options = options or BatchOptions(poll_s=0)
+    options = None if sync else options or BatchOptions(poll_s=0)
     try:
-        code = judge_in_batches(one_pass, tmp / "judged", _env(srv), options, err)
+        code = judge_with_book(one_pass, tmp / "judged", _env(srv), options, err, cancel)
     finally:
         engine.close()
     return code, got, err
@@ -247,3 +256,206 @@ def test_how_each_kind_of_output_line_is_taken(tmp_path: Path) -> None:
     vllm = {"response": {"status_code": 400, "body": None}, "error": "URL /chat/completions was used."}
     got, _ = _one_line_back(tmp_path / "vllm", vllm)
     assert (got.ok, got.error) == (False, "http_400") and "URL /chat/completions" in got.detail
+
+
+# ---------------------------------------------------------------------- issue 42: the book outside --batch, its reading
+
+
+def _state(tmp: Path) -> Path:
+    return tmp / "judged" / "emo_tasks_batch" / "state.json"
+
+
+def test_a_synchronous_stage_refuses_while_batches_are_out_and_batch_cancel_keeps_what_they_ran(
+    tmp_path: Path,
+) -> None:
+    reqs = _requests(5)
+    with BatchServer(responder=echo_responder, expected_api_key=API_KEY) as srv:
+        code, _, _ = _batched(srv, tmp_path, reqs, options=BatchOptions(poll_s=0, submit_only=True))
+        assert code == 5
+        batch_id = json.loads(_state(tmp_path).read_text())["files"][0]["batch_id"]
+        # without --batch: refused, naming the batch and both ways on; nothing is sent
+        with pytest.raises(StageRefused) as refused:
+            _batched(srv, tmp_path, reqs, sync=True)
+        said = str(refused.value)
+        assert f"1 batch(es) submitted with --batch are not collected yet ({batch_id}; book " in said
+        assert "--batch to collect them" in said and "--batch-cancel to cancel them" in said and "\n" not in said
+        assert srv.calls == [] and srv.counters()["cancels"] == 0
+        # --batch-cancel: cancelled at the provider, what it ran is read, only the rest is sent directly
+        code, got, err = _batched(srv, tmp_path, reqs, sync=True, cancel=0.0)
+        counters = srv.counters()
+        assert code == 0, err.getvalue()
+        assert counters["cancels"] == 1 and counters["uploads"] == counters["batches_created"] == 1
+        ran = counters["lines_run"]
+        assert 0 < ran < 5 and len(srv.calls) == 5 - ran  # nothing the batch ran is paid again
+        assert [r.text for r in got] == [r.text for r in _sync(tmp_path, reqs)]
+        (f,) = json.loads(_state(tmp_path).read_text())["files"]  # the record of the paid batch is kept
+        assert (f["batch_id"], f["status"], f["cancel_requested"], f["collected"]) == (batch_id, "cancelled", True,
+                                                                                       True)  # fmt: skip
+        assert f["output"] and f["output_file_id"]
+        # and again: the book has nothing out, every answer is cached
+        code, again, _ = _batched(srv, tmp_path, reqs, sync=True)
+        assert code == 0 and [r.text for r in again] == [r.text for r in got] and len(srv.calls) == 5 - ran
+
+
+def test_batch_cancel_with_batch_cancels_and_submits_the_unrun_requests_anew(tmp_path: Path) -> None:
+    reqs = _requests(4)
+    with BatchServer(responder=echo_responder, expected_api_key=API_KEY) as srv:
+        code, _, _ = _batched(srv, tmp_path, reqs, options=BatchOptions(poll_s=0, submit_only=True))
+        assert code == 5
+        code, got, err = _batched(srv, tmp_path, reqs, cancel=0.0)
+        counters = srv.counters()
+    assert code == 0, err.getvalue()
+    assert counters["cancels"] == 1 and counters["batches_created"] == 2 and counters["lines_run"] == 4
+    assert srv.calls == [] and all(r.ok for r in got)
+    assert [f["status"] for f in json.loads(_state(tmp_path).read_text())["files"]] == ["cancelled", "completed"]
+
+
+def test_request_files_for_vllm_not_read_back_refuse_a_synchronous_stage_and_batch_cancel_drops_them(
+    tmp_path: Path,
+) -> None:
+    reqs = _requests(3)
+    files = BatchOptions(file_dir=str(tmp_path / "vllm"))
+    with BatchServer(responder=echo_responder, expected_api_key=API_KEY) as srv:
+        assert _batched(srv, tmp_path, reqs, options=files)[0] == 5
+        with pytest.raises(StageRefused, match=r"1 request file\(s\) written for `vllm run-batch` are not read back "
+                           r"yet \(r1-judge-a-1; book .*--batch-results DIR"):  # fmt: skip
+            _batched(srv, tmp_path, reqs, sync=True)
+        assert srv.calls == []
+        code, got, _ = _batched(srv, tmp_path, reqs, sync=True, cancel=0.0)
+        assert code == 0 and all(r.ok for r in got) and len(srv.calls) == 3
+    (f,) = json.loads(_state(tmp_path).read_text())["files"]
+    assert (f["status"], f["cancel_requested"], f["collected"]) == ("cancelled", True, True)
+
+
+def _complete_at_provider(srv: BatchServer, batch_id: str) -> Any:
+    """Let the provider finish a batch (the client polls through the SDK, as anyone could)."""
+    import openai
+
+    client = openai.OpenAI(base_url=srv.base_url, api_key=API_KEY)
+    for _ in range(10):
+        batch = client.batches.retrieve(batch_id)
+        if batch.status == "completed":
+            return batch
+    raise AssertionError(f"{batch_id} never completed")
+
+
+def test_a_provider_output_with_one_request_twice_and_different_answers_is_refused(tmp_path: Path) -> None:
+    reqs = _requests(3)
+    with BatchServer(responder=echo_responder, expected_api_key=API_KEY) as srv:
+        assert _batched(srv, tmp_path, reqs, options=BatchOptions(poll_s=0, submit_only=True))[0] == 5
+        batch = _complete_at_provider(srv, json.loads(_state(tmp_path).read_text())["files"][0]["batch_id"])
+        stored = srv.files[batch.output_file_id]
+        first = stored.data.splitlines()[0]
+        line = json.loads(first)
+        line["response"]["body"]["choices"][0]["message"]["content"] = "echo:another answer"
+        stored.data += json.dumps(line).encode() + b"\n"  # the same custom_id, another answer, last in the file
+        with pytest.raises(StageRefused) as refused:
+            _batched(srv, tmp_path, reqs)
+        said = str(refused.value)
+        copy = tmp_path / "judged" / "emo_tasks_batch" / "outputs" / "r1-judge-a-1.output.jsonl"
+        assert said.startswith(
+            f"{copy} (output file {batch.output_file_id}, batch {batch.id}): custom_id "
+            f"{line['custom_id']} comes back twice with different content (line 1 and line 4)"
+        )
+        assert srv.counters()["uploads"] == 1
+        # the refused output is kept (paid for); keeping the right line (an identical repeat) goes on
+        copy.write_bytes(copy.read_bytes() + first + b"\n")
+        lines = [ln for ln in copy.read_bytes().splitlines() if ln != json.dumps(line).encode()]
+        copy.write_bytes(b"\n".join(lines) + b"\n")
+        code, got, _ = _batched(srv, tmp_path, reqs)
+        assert code == 0 and [r.text for r in got] == [r.text for r in _sync(tmp_path, reqs)]
+        assert srv.counters()["uploads"] == 1 and srv.calls == []
+
+
+def test_a_vllm_output_with_one_request_twice_and_different_answers_is_refused_naming_it(tmp_path: Path) -> None:
+    from judges.testing_vllm_batch import StandIn, run
+
+    reqs = _requests(3)
+    folder = tmp_path / "vllm"
+    with BatchServer(responder=echo_responder, expected_api_key=API_KEY) as srv:
+        assert _batched(srv, tmp_path, reqs, options=BatchOptions(file_dir=str(folder)))[0] == 5
+        out = folder / "r1-judge-a-1.output.jsonl"
+        assert run(folder / "r1-judge-a-1.jsonl", out, StandIn("judge-a", echo_responder)) == 0
+        good = out.read_bytes()
+        line = json.loads(good.splitlines()[1])
+        line["response"]["body"]["choices"][0]["message"]["content"] = "echo:another answer"
+        out.write_bytes(good + json.dumps(line).encode() + b"\n")
+        results = BatchOptions(file_dir=str(folder), results_dir=str(folder))
+        with pytest.raises(StageRefused) as refused:
+            _batched(srv, tmp_path, reqs, options=results)
+        assert str(refused.value).startswith(f"{out}: custom_id {line['custom_id']} comes back twice with "
+                                             "different content (line 2 and line 4)")  # fmt: skip
+        assert not (tmp_path / "judged" / "emo_tasks_batch" / "outputs").exists()  # not taken
+        out.write_bytes(good + good.splitlines()[1] + b"\n")  # a repeat word for word is taken once
+        code, got, _ = _batched(srv, tmp_path, reqs, options=results)
+        assert code == 0 and [r.text for r in got] == [r.text for r in _sync(tmp_path, reqs)]
+        assert srv.calls == []
+
+
+_BOOK_ENTRY = {"name": "r1-judge-a-1", "round": 1, "model": "judge-a", "requests": 2, "bytes": 300,
+               "batch_id": "batch-1", "file_id": "file-1", "status": "in_progress"}  # fmt: skip
+
+
+def _book_doc(**changes: Any) -> str:
+    doc = {"schema": "emo-tasks/judge-batches/1", "mode": "api", "host": "127.0.0.1:9", "files": [_BOOK_ENTRY],
+           "submitted": {"k1": "r1-judge-a-1"}, "outcomes": {}, "failed": {}, "direct": [], "rounds": 1}  # fmt: skip
+    doc.update(changes)
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ("[]", "holds a list, not the batch book's object"),
+        ('{"schema": "emo-tasks/judge-b', "not JSON ("),
+        (_book_doc(files=None), "'files' is null, not a list of batch files"),
+        (
+            _book_doc(files=[{k: v for k, v in _BOOK_ENTRY.items() if k != "model"}]),
+            "files[0] (r1-judge-a-1) has no 'model'",
+        ),
+        (_book_doc(files=[{**_BOOK_ENTRY, "batch_id": 7}]), "files[0] (r1-judge-a-1): 'batch_id' is a number"),
+        (_book_doc(files=["r1"]), "files[0] is a string, not a batch file's object"),
+        (_book_doc(submitted=None), "'submitted' is null, not an object of file names by request"),
+        (_book_doc(files=[_BOOK_ENTRY, _BOOK_ENTRY]), "the file 'r1-judge-a-1' is recorded twice"),
+        (_book_doc(failed={"k1": {"ok": False}}), "failed[k1...] is not a judge result"),
+        (_book_doc(mode=None), "'mode' is None, not 'api' or 'files'"),
+    ],
+    ids=[
+        "list",
+        "not-json",
+        "files-null",
+        "entry-incomplete",
+        "entry-mistyped",
+        "entry-not-object",
+        "submitted-null",
+        "file-twice",
+        "failed-not-result",
+        "no-mode",
+    ],  # fmt: skip
+)
+def test_a_damaged_book_is_refused_naming_the_file_and_what_is_wrong_and_left_as_it_is(
+    tmp_path: Path, text: str, said: str
+) -> None:
+    state = tmp_path / "book" / "state.json"
+    state.parent.mkdir()
+    state.write_text(text)
+    endpoint = EndpointConfig(base_url="http://127.0.0.1:9/v1", api_key=API_KEY)
+    with pytest.raises(BatchStateError) as refused:
+        BatchBook(state.parent, BatchOptions(), endpoint)
+    message = str(refused.value)
+    assert message.startswith(f"{state}: {said}") and "\n" not in message
+    assert "left as it is" in message and "move it away" in message
+    assert state.read_text() == text
+
+
+def test_a_damaged_book_stops_batched_and_synchronous_stages_alike_and_is_never_replaced(tmp_path: Path) -> None:
+    state = _state(tmp_path)
+    state.parent.mkdir(parents=True)
+    state.write_text(_book_doc(files=None))
+    with BatchServer(responder=echo_responder, expected_api_key=API_KEY) as srv:
+        for kw in ({}, {"sync": True}, {"sync": True, "cancel": 0.0}, {"cancel": 0.0}):
+            with pytest.raises(StageRefused, match="'files' is null"):
+                _batched(srv, tmp_path, _requests(2), **kw)
+        counters = srv.counters()
+    assert state.read_text() == _book_doc(files=None)
+    assert srv.calls == [] and counters["uploads"] == counters["cancels"] == 0

@@ -322,3 +322,94 @@ def test_vllm_run_batch_round_trip_gives_the_synchronous_numbers(run: dict[str, 
     assert ran[0].startswith("r1-") and any(name.startswith("r2-") for name in ran)
     state = book(run, "vllm")
     assert state["mode"] == "files" and sum(f["requests"] for f in state["files"]) == run["sync_calls"]
+
+
+def plain_judge(run: dict[str, Any], name: str, srv: LoopbackServer, *flags: str) -> subprocess.CompletedProcess:
+    """`emo-tasks judge B --multiemo-judge FLAGS` (no --batch) into root/name, cache root/cache_name."""
+    root = run["root"]
+    return run_emo(_env(root / f"cache_{name}", srv), "judge", str(run["run"]), "--out", str(root / name),
+                   "--multiemo-judge", *flags)  # fmt: skip
+
+
+def test_a_plain_judge_after_submit_only_refuses_and_batch_cancel_keeps_what_ran_and_judges_the_rest(
+    run: dict[str, Any],
+) -> None:
+    """Issue 42 item 2: a synchronous `emo-tasks judge` while batches are out would pay for their requests twice."""
+    with BatchServer(responder=Model(), expected_api_key=API_KEY) as srv:
+        first = batch_judge(run, "out", srv, "--batch-submit-only")
+        assert first.returncode == 5, first.stderr[-3000:]
+        ids = [f["batch_id"] for f in book(run, "out")["files"]]
+        submitted = srv.counters()
+        plain = plain_judge(run, "out", srv)
+        assert plain.returncode == 2, plain.stderr[-3000:]
+        refusal = [line for line in plain.stderr.splitlines() if "refused" in line]
+        assert len(refusal) == 1 and f"{len(ids)} batch(es) submitted with --batch are not collected yet" in refusal[0]
+        assert all(i in refusal[0] for i in ids) and "--batch to collect" in refusal[0]
+        assert "--batch-cancel" in refusal[0]
+        assert chat_calls(srv) == 0 and srv.counters() == {**submitted, "hits": srv.counters()["hits"]}
+        assert not list((run["root"] / "out").rglob("*_results.json"))
+        cancel = plain_judge(run, "out", srv, "--batch-cancel", "--batch-poll", "0")
+        counters = srv.counters()
+        direct = chat_calls(srv)
+    assert cancel.returncode == 0, cancel.stderr[-4000:]
+    assert values(_results(run["root"] / "out")) == run["ref"]
+    assert counters["cancels"] == len(ids) and counters["uploads"] == counters["batches_created"] == len(ids)
+    # what the cancelled batches ran is read from their outputs; only the rest went the synchronous way
+    assert 0 < counters["lines_run"] < run["sync_calls"]
+    assert direct == run["sync_calls"] - counters["lines_run"]
+    files = book(run, "out")["files"]  # the records of the paid batches are kept
+    assert [f["batch_id"] for f in files] == ids
+    assert all(f["status"] == "cancelled" and f["cancel_requested"] and f["collected"] for f in files)
+
+
+def test_a_damaged_batch_book_is_refused_naming_it_and_left_as_it_is(run: dict[str, Any]) -> None:
+    """Issue 42 item 7: a book that is a JSON list (was exit 3 with a bare AttributeError)."""
+    state = run["root"] / "damaged" / "emo_tasks_batch" / "state.json"
+    state.parent.mkdir(parents=True)
+    state.write_text("[]")
+    with BatchServer(responder=Model(), expected_api_key=API_KEY) as srv:
+        batched = batch_judge(run, "damaged", srv)
+        plain = plain_judge(run, "damaged", srv)
+        counters = srv.counters()
+    for proc in (batched, plain):
+        assert proc.returncode == 2, proc.stderr[-3000:]
+        (line,) = [ln for ln in proc.stderr.splitlines() if "refused" in ln]
+        assert f"{state}: holds a list, not the batch book's object; it is left as it is" in line
+        assert "Error" not in proc.stderr
+    assert state.read_text() == "[]"
+    assert counters["uploads"] == 0 and chat_calls(srv) == 0
+
+
+def test_a_batch_output_answering_one_request_twice_differently_is_refused(run: dict[str, Any]) -> None:
+    """Issue 42 item 4: the same custom_id twice with different answers (the last won silently); a repeat word for
+    word is taken once."""
+    import openai
+
+    with BatchServer(responder=Model(), expected_api_key=API_KEY) as srv:
+        assert batch_judge(run, "dup", srv, "--batch-submit-only").returncode == 5
+        client = openai.OpenAI(base_url=srv.base_url, api_key=API_KEY)
+        target = next(f for f in book(run, "dup")["files"] if f["model"] == JUDGE)
+        for _ in range(10):  # the provider finishes it
+            done = client.batches.retrieve(target["batch_id"])
+            if done.status == "completed":
+                break
+        stored = srv.files[done.output_file_id]
+        first = stored.data.splitlines()[0]
+        other = json.loads(first)
+        other["response"]["body"]["choices"][0]["message"]["content"] = "Score: 0"
+        stored.data += json.dumps(other).encode() + b"\n"
+        refused = batch_judge(run, "dup", srv)
+        assert refused.returncode == 2, refused.stderr[-3000:]
+        (line,) = [ln for ln in refused.stderr.splitlines() if "refused" in ln]
+        assert (
+            f"output file {done.output_file_id}" in line and f"custom_id {other['custom_id']} comes back twice" in line
+        )
+        assert not list((run["root"] / "dup").rglob("*_results.json"))
+        # keeping the right line (here: the same line twice) goes on; nothing is sent twice
+        copy = run["root"] / "dup" / "emo_tasks_batch" / "outputs" / f"{target['name']}.output.jsonl"
+        copy.write_bytes(copy.read_bytes().replace(json.dumps(other).encode(), first))
+        done_proc = batch_judge(run, "dup", srv)
+        counters = srv.counters()
+    assert done_proc.returncode == 0, done_proc.stderr[-4000:]
+    assert values(_results(run["root"] / "dup")) == run["ref"]
+    assert counters["lines_run"] == run["sync_calls"]
