@@ -89,9 +89,7 @@ def _shift_row(**change: object) -> dict:
         ({"shifts": [_shift_row(), _shift_row(shift=0.0)]}, "shifts[0] already calibrates mme_emotion_er_lab cot"),
     ],
 )
-def test_a_file_that_contradicts_itself_is_refused_naming_the_shift(
-    tmp_path: Path, change: dict, message: str
-) -> None:
+def test_a_file_that_contradicts_itself_is_refused_naming_the_shift(tmp_path: Path, change: dict, message: str) -> None:
     path = _write(tmp_path, **change)
     with pytest.raises(CalibrationError) as err:
         load_calibration(path)
