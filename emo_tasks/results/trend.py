@@ -408,8 +408,10 @@ def crossings_note(ordering: Ordering, changes: Sequence[Change]) -> list[str]:
         out.append(f"**Judge change (--calibration {c.calibration.path}):** before {run_text(ordering, c.index)}, "
                    f"{c.summary()}. The calibration carries it: values after it are shown as judged, and adjusted "
                    "(value − the calibrated shift: on the reference judge's scale, its 95 % CI widened by the "
-                   "calibration's in quadrature); Δ after it is the adjusted value's. A metric the calibration does "
-                   "not cover has no adjusted value and its Δ restarts there.".replace("|", "/"))  # fmt: skip
+                   "calibration's in quadrature; after a chain of judge changes their shifts add up and their CIs "
+                   "combine, on the first judge's scale, and a return to that judge is shown as judged); Δ after it "
+                   "is the adjusted value's. A metric the calibration does not cover has no adjusted value and its "
+                   "Δ restarts there.".replace("|", "/"))  # fmt: skip
     return [*out, ""] if out else []
 
 
