@@ -8,7 +8,7 @@
     emo-tasks view RUN_DIR... --out DIR [--run NAME_OR_PATH] [--force]
     emo-tasks report RUN_DIR... [--run NAME_OR_PATH] [--format md|csv|json] [--out FILE] [--plot FILE.png]
                      [--resamples N] [--seed S] [--trend [auto|checkpoint|date|given]] [--allow-mixed]
-                     [--calibration CALIBRATION.json]
+                     [--calibration CALIBRATION.json ...]
     emo-tasks compare BASE_RUN NEW_RUN [--metric M ...] [--max-drop X] [--alpha 0.05] [--force]
                       [--base-run NAME_OR_PATH] [--new-run NAME_OR_PATH]
                       [--max-failure-share 0.1] [--min-coverage 0.9] [--view DIR] [--calibration CALIBRATION.json]
@@ -56,6 +56,8 @@ from emo_tasks.results import reader
 _PICK = "a part of a results file's path (e.g. a date stamp) or the file"
 _RUN_DIR = "an lmms-eval --output_path folder or a results file"
 _CALIBRATION = "a calibration.json (written by `emo-tasks calibrate`)"
+_ONE_CALIBRATION = (": one calibration of BASE's judge to NEW's (emo-tasks calibrate on the same answers judged by "
+                    "both); a chain of calibrations is drawn by `report --trend` only")  # fmt: skip
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -172,9 +174,12 @@ def _parser() -> argparse.ArgumentParser:
                    "restarting there, instead of exit 2")  # fmt: skip
 
     r.add_argument("--calibration", metavar="CALIBRATION.json", type=cliargs.existing(_CALIBRATION),
+                   action="append",
                    help="with --trend: draw the trend across a judge change this calibration carries (the run before "
                    "judged by its reference, the run after by its candidate), marked, values as judged and adjusted "
-                   "by the calibrated shift (docs/ci.md)")  # fmt: skip
+                   "by the calibrated shift (docs/ci.md). Repeatable for a chain of judge changes (A->B, B->C): "
+                   "each change is carried by the one calibration of its two judges, shifts added along the "
+                   "chain")  # fmt: skip
 
     c = sub.add_parser("compare", help="paired regression test of NEW_RUN against BASE_RUN")
     c.add_argument("base", metavar="BASE_RUN", type=cliargs.existing(_RUN_DIR))
@@ -211,6 +216,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--resamples", type=cliargs.resamples, default=1000)
     c.add_argument("--seed", type=cliargs.seed, default=0)
     c.add_argument("--calibration", metavar="CALIBRATION.json", type=cliargs.existing(_CALIBRATION),
+                   action=cliargs.Once, const=_ONE_CALIBRATION,
                    help="gate NEW (judged by a candidate judge) against BASE (judged by the reference judge) across "
                    "the judge change: the calibration's judges must be BASE's and NEW's (else exit 2); each metric's "
                    "calibrated shift is taken out of NEW - BASE and its CI widens the test (docs/ci.md)")  # fmt: skip
@@ -253,6 +259,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--run", dest="pick", metavar="NAME_OR_PATH", type=cliargs.text(_PICK),
                    help="which results of BASE_RUN (as report's --run)")  # fmt: skip
     g.add_argument("--calibration", metavar="CALIBRATION.json", type=cliargs.existing(_CALIBRATION),
+                   action=cliargs.Once, const=_ONE_CALIBRATION,
                    help="plan a gate of candidate-judge runs against this reference-judge BASE_RUN: the calibration's "
                    "CI adds to each metric's variance, so more rows are needed (docs/ci.md)")  # fmt: skip
     g.add_argument("--cost", action="store_true", help="also dry-run the judge over the full run and the subset")
@@ -288,7 +295,8 @@ def _parser() -> argparse.ArgumentParser:
         "reference pooled over the pairs and per pair, with its seeded 95% paired bootstrap CI; Cohen's kappa on "
         "the recognition verdicts and the ICC on the step ratings; with 3 or more pairs, Kendall's tau between the "
         "two judges' model rankings with a bootstrap CI. Rule: interchangeable within ±T when the shift's CI lies "
-        "inside [-T, +T], else not interchangeable: shift S [lo, hi]. Writes --out (the calibration file that "
+        "inside [-T, +T] and rests on at least 30 paired samples; fewer: too few pairs (n), not interchangeable; "
+        "else not interchangeable: shift S [lo, hi]. Writes --out (the calibration file that "
         "compare, report --trend and plan-gate take with --calibration; docs/judges.md#changing-the-judge). Exit "
         "codes: 0 every headline interchangeable; 1 one is not; 2 refused (a folder mixing judge setups, REF sides "
         "not all one judge or CAND sides not all another, REF and CAND the same judge, a pair judging different "

@@ -45,6 +45,21 @@ class Parser(argparse.ArgumentParser):
         return parsed, extras
 
 
+class Once(argparse.Action):
+    """A flag that may be given once: argparse's default keeps the last value silently, and a second file the
+    user meant to add would replace the first unseen.  A repeat is a bad argument (exit 3) naming both values;
+    `why` (the action's `const`) says what to do instead."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:  # fmt: skip
+        before = getattr(namespace, self.dest, None)
+        if before is not None and before != self.default:
+            raise argparse.ArgumentError(
+                self, f"given twice ({before!r}, then {values!r}): this command takes one{self.const or ''}"
+            )
+        setattr(namespace, self.dest, values)
+
+
 def bad(text: str, accepted: str) -> argparse.ArgumentTypeError:
     """argparse prefixes `argument --flag: `, so the line says the flag, the value and what is accepted."""
     return argparse.ArgumentTypeError(f"{text!r}: expected {accepted}")

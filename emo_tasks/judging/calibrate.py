@@ -14,8 +14,9 @@ Rec-S, Rea-S, CoT-S x100 per sample) it gives
   rankings of the models (each model's mean over its paired samples), with a 95 % percentile CI from a seeded
   bootstrap over each model's samples (resampled alike for both judges; replicates with tied means, where tau is
   undefined, are left out and counted);
-- the verdict, by the rule `RULE`: interchangeable within +-T when the shift's CI lies inside [-T, +T] (a shift
-  without a CI, from fewer than 2 paired samples, is not interchangeable: nothing proves it).
+- the verdict, by the rule `RULE`: interchangeable within +-T when the shift's CI lies inside [-T, +T] and rests
+  on at least `MIN_PAIRED` (30) paired samples; fewer: "too few pairs (n)", not interchangeable (nothing proves
+  it: the constant says why 30).
 
 Refused (exit 2, one line naming the folder): a folder that is not one judge setup, REF sides that are not all one
 judge identity (`results.calibration.judge_identity` of their summaries) or CAND sides not all another, REF and
@@ -34,6 +35,7 @@ import datetime
 import hashlib
 import json
 import math
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -52,9 +54,16 @@ from emo_tasks.results.same_judge import group_by_judge, identity_difference
 
 DEFAULT_TOLERANCE = 1.0  # points: MME-Emotion's scores are x100
 ICC_FORM = "ICC(2,1)"  # absolute agreement: a harsher judge disagrees
+#: The fewest paired samples a headline's verdict is drawn from.  Why 30: below about 30 the percentile bootstrap
+#: CI of a mean is too narrow (it undercovers), and identical ratings give the CI [0, 0] however few they are: with
+#: no difference in n paired samples, the 95 % bound on the share of samples the two judges score differently is
+#: about 3/n (the rule of three): 100 % from 3 samples, 10 % from 30.  Fewer: "too few pairs (n)", not
+#: interchangeable (exit 1), whatever the CI.
+MIN_PAIRED = 30
 RULE = (
     "interchangeable within ±T: the {pct}% paired bootstrap CI of the shift (candidate - reference) lies inside "
-    "[-T, +T]; else not interchangeable: shift S [lo, hi]"
+    "[-T, +T], from at least {min_paired} paired samples; fewer: too few pairs (n), not interchangeable; else not "
+    "interchangeable: shift S [lo, hi]"
 )
 
 
@@ -63,9 +72,10 @@ class Refused(Exception):
 
 
 # -------------------------------------------------------------------------------------------------- statistics
-def interchangeable(ci_low: float | None, ci_high: float | None, tolerance: float) -> bool:
-    """The verdict rule: the CI lies inside [-tolerance, +tolerance].  No CI: not proven, so not interchangeable."""
-    if ci_low is None or ci_high is None:
+def interchangeable(ci_low: float | None, ci_high: float | None, tolerance: float, n: int | None = None) -> bool:
+    """The verdict rule: the CI lies inside [-tolerance, +tolerance].  No CI, or fewer than `MIN_PAIRED` paired
+    samples `n`: not proven, so not interchangeable."""
+    if ci_low is None or ci_high is None or (n is not None and n < MIN_PAIRED):
         return False
     return -tolerance <= ci_low and ci_high <= tolerance
 
@@ -137,7 +147,7 @@ def shift_of(
         ci_low=d["ci_low"],
         ci_high=d["ci_high"],
         tolerance=tolerance,
-        interchangeable=interchangeable(d["ci_low"], d["ci_high"], tolerance),
+        interchangeable=interchangeable(d["ci_low"], d["ci_high"], tolerance, d["n"]),
     )
     return shift, d
 
@@ -324,7 +334,7 @@ def calibrate(
         {"identity": dict(candidate), "runs": [str(p.cand.folder) for p in pairs]},
         shifts,
         tolerance={"default": tolerance.get(None, DEFAULT_TOLERANCE), **{m: v for m, v in tol.items()}},
-        rule=RULE.format(pct=pct),
+        rule=RULE.format(pct=pct, min_paired=MIN_PAIRED),
         level=LEVEL,
         created=created or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         extra={
@@ -361,7 +371,42 @@ def verdict_line(s: Mapping[str, Any]) -> str:
     """The verdict of one headline in words, as the rule says it."""
     if s["interchangeable"]:
         return f"interchangeable within ±{s['tolerance']:g}"
+    if s["n"] < MIN_PAIRED:  # the CI shown too: beside the band it still says which way the judges differ
+        return f"too few pairs ({s['n']} < {MIN_PAIRED}): shift {s['shift']:+.2f} {_ci(s['ci_low'], s['ci_high'])}"
     return f"not interchangeable: shift {s['shift']:+.2f} {_ci(s['ci_low'], s['ci_high'])}"
+
+
+#: A ranking note that counts the resamples it left out ("12 of 300 resamples left out: ..."): one kind, any count.
+_COUNTED = re.compile(r"^(?P<k>\d+) of (?P<of>\d+) resamples left out: (?P<why>.*)$")
+
+
+def _few(names: Sequence[str], shown: int = 4) -> str:
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def statistic_notes(doc: Mapping[str, Any], name: Any) -> list[str]:
+    """The agreement's and the ranking's notes, one line per kind (an undefined kappa, ICC, Spearman or tau, the
+    resamples left out), with how many tasks or headlines it concerns and the first of them.  Why: a sample run
+    printed one line per task and part (19 "undefined" lines), which buried the notes that matter; the file keeps
+    each task's notes (`agreement`, `ranking`)."""
+    kinds: dict[str, tuple[str, list[str]]] = {}
+    for a in doc["agreement"]:
+        for part in ("recognition", "steps"):
+            for note in a[part]["notes"]:
+                kinds.setdefault(f"{part}: {note}", ("task", []))[1].append(a["title"])
+    for r in doc["ranking"]:
+        headline = " ".join(name(r["task"], r["metric"]))
+        for note in r["notes"]:
+            counted = _COUNTED.match(note)
+            if counted:
+                kind = f"ranking: resamples left out: {counted['why']}"
+                kinds.setdefault(kind, ("headline", []))[1].append(f"{headline} {counted['k']} of {counted['of']}")
+            else:
+                kinds.setdefault(f"ranking: {note}", ("headline", []))[1].append(headline)
+    return [
+        f"{kind} ({len(names)} {unit}{'s' if len(names) != 1 else ''}: {_few(names)})"
+        for kind, (unit, names) in kinds.items()
+    ]
 
 
 def render_text(doc: Mapping[str, Any]) -> str:
@@ -430,11 +475,10 @@ def render_text(doc: Mapping[str, Any]) -> str:
         out += _table(["task", "metric", "models", "tau", f"{pct}% CI"], rows)
     notes = list(doc["notes"])
     for a in doc["agreement"]:
-        notes += [f"{a['title']} {part}: {n}" for part in ("recognition", "steps") for n in a[part]["notes"]]
         left = {k: a[k] for k in ("n_only_a", "n_only_b", "n_not_scored") if a[k]}
         if left:
             notes.append(f"{a['title']}: left out {', '.join(f'{k[2:]} {v}' for k, v in left.items())}")
-    notes += [f"ranking {' '.join(name(r['task'], r['metric']))}: {n}" for r in doc["ranking"] for n in r["notes"]]
+    notes += statistic_notes(doc, name)
     if notes:
         out += ["", "Notes:"] + [f"  - {n}" for n in dict.fromkeys(notes)]
     bad = [s for s in doc["shifts"] if not s["interchangeable"]]

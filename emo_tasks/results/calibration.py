@@ -32,6 +32,11 @@ The document (schema `emo-tasks/judge-calibration/1`):
       "tolerance": float,
       "interchangeable": bool                  # the CI lies inside [-tolerance, +tolerance]
     }
+
+Read, a file must agree with itself (`contradiction`, `load_calibration`): a shift inside its own CI, the CI not
+inverted and with both bounds or none, n >= 1, a tolerance >= 0, "interchangeable" only where the CI lies inside
+±tolerance, one shift per (benchmark, task, metric), a stated level in (0, 1) and a verdict that is its shifts'.
+A file that does not is refused (CalibrationError, exit 2), never applied: its numbers were not all measured.
 """
 
 from __future__ import annotations
@@ -135,6 +140,62 @@ def _number(value: Any, where: str) -> float | None:
     return float(value)
 
 
+#: What a self-contradicting file is told to do: the numbers came from somewhere else than `emo-tasks calibrate`.
+_REDO = "not applied: write it again with `emo-tasks calibrate` rather than editing it"
+
+#: Float room for a shift that sits on its CI's bound (the bootstrap's percentile may equal the mean).
+_EPS = 1e-9
+
+
+def _near(a: float, b: float) -> float:
+    return _EPS * max(1.0, abs(a), abs(b))
+
+
+def contradiction(s: Shift) -> str | None:
+    """What makes a shift contradict itself (None: consistent): a CI with one bound, an inverted CI, a shift
+    outside its own CI, no paired sample, a negative tolerance, or an "interchangeable" its CI does not prove.
+    Why: the gate subtracts the shift and widens by the CI; a file whose numbers disagree with each other (edited
+    by hand, or written by another tool) would carry a gate on numbers nothing measured, and pass it (issue 42)."""
+    lo, hi = s.ci_low, s.ci_high
+    if s.n == 0:
+        return "n is 0: a shift measured on no paired sample"
+    if s.tolerance < 0:
+        return f"tolerance {s.tolerance:g} is negative"
+    if (lo is None) != (hi is None):
+        return f"its CI has one bound only (ci_low {lo!r}, ci_high {hi!r})"
+    if lo is not None and hi is not None:
+        if lo > hi + _near(lo, hi):
+            return f"its CI is inverted (ci_low {lo:+.4g} > ci_high {hi:+.4g})"
+        if not lo - _near(lo, s.shift) <= s.shift <= hi + _near(hi, s.shift):
+            return f"shift {s.shift:+.4g} lies outside its own CI [{lo:+.4g}, {hi:+.4g}]"
+    if s.interchangeable and (lo is None or hi is None or lo < -s.tolerance or hi > s.tolerance):
+        ci = "no CI" if lo is None or hi is None else f"CI [{lo:+.4g}, {hi:+.4g}]"
+        return f"interchangeable is true, but its {ci} does not lie inside ±{s.tolerance:g}"
+    return None
+
+
+def _check_level(path: Path, data: Mapping[str, Any]) -> None:
+    """A level the file states must be a confidence level (absent: 0.95, as `judge_change.level_of` reads it)."""
+    if "level" not in data:
+        return
+    level = data["level"]
+    ok = isinstance(level, int | float) and not isinstance(level, bool) and math.isfinite(level) and 0 < level < 1
+    if not ok:
+        raise CalibrationError(f"{path}: level is {level!r}, not a confidence level in (0, 1); {_REDO}")
+
+
+def _check_verdict(path: Path, data: Mapping[str, Any], shifts: Sequence[Shift]) -> None:
+    """The file's overall verdict must be its shifts' (one not interchangeable: not interchangeable)."""
+    verdict = data.get("verdict")
+    if verdict is None:
+        return
+    expected = "interchangeable" if all(s.interchangeable for s in shifts) else "not interchangeable"
+    if verdict != expected:
+        bad = next((f"{s.task} {s.metric}" for s in shifts if not s.interchangeable), None)
+        why = f"{bad} is not interchangeable" if bad else "every shift is interchangeable"
+        raise CalibrationError(f"{path}: verdict {verdict!r} contradicts its shifts ({why}); {_REDO}")
+
+
 def load_calibration(path: str | Path) -> Calibration:
     """Read and check a calibration file; CalibrationError (one line naming the file and the field) otherwise."""
     path = Path(path)
@@ -156,7 +217,8 @@ def load_calibration(path: str | Path) -> Calibration:
     rows = data.get("shifts")
     if not isinstance(rows, list) or not rows:
         raise CalibrationError(f"{path}: no shifts")
-    shifts = []
+    shifts: list[Shift] = []
+    seen: dict[tuple[str, str, str], int] = {}
     for i, row in enumerate(rows):
         where = f"{path}: shifts[{i}]"
         if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in ("benchmark", "task", "metric")):
@@ -168,19 +230,30 @@ def load_calibration(path: str | Path) -> Calibration:
         n = row.get("n")
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise CalibrationError(f"{where}.n is {n!r}, not a count")
-        shifts.append(
-            Shift(
-                benchmark=row["benchmark"],
-                task=row["task"],
-                metric=row["metric"],
-                n=n,
-                shift=shift,
-                ci_low=_number(row.get("ci_low"), f"{where}.ci_low"),
-                ci_high=_number(row.get("ci_high"), f"{where}.ci_high"),
-                tolerance=tolerance,
-                interchangeable=bool(row.get("interchangeable")),
-            )
+        s = Shift(
+            benchmark=row["benchmark"],
+            task=row["task"],
+            metric=row["metric"],
+            n=n,
+            shift=shift,
+            ci_low=_number(row.get("ci_low"), f"{where}.ci_low"),
+            ci_high=_number(row.get("ci_high"), f"{where}.ci_high"),
+            tolerance=tolerance,
+            interchangeable=bool(row.get("interchangeable")),
         )
+        why = contradiction(s)
+        if why:
+            raise CalibrationError(f"{where} ({s.task} {s.metric}) contradicts itself: {why}; {_REDO}")
+        key = (s.benchmark, s.task, s.metric)
+        if key in seen:
+            raise CalibrationError(
+                f"{where} ({s.task} {s.metric}) contradicts itself: shifts[{seen[key]}] already calibrates "
+                f"{s.task} {s.metric}; {_REDO}"
+            )
+        seen[key] = i
+        shifts.append(s)
+    _check_level(path, data)
+    _check_verdict(path, data, shifts)
     return Calibration(
         path=path,
         reference=sides["reference"],

@@ -30,7 +30,7 @@ def main_report(args: argparse.Namespace) -> int:
     if args.trend and args.format == "csv":
         print("emo-tasks report: --trend is not available with --format csv (use md or json)", file=sys.stderr)
         return EXIT_NOT_COMPARABLE
-    calibration = None
+    calibrations = []
     if getattr(args, "calibration", None):
         if not args.trend:
             print("emo-tasks report: --calibration draws a --trend across a judge change; give --trend",
@@ -38,8 +38,8 @@ def main_report(args: argparse.Namespace) -> int:
             return EXIT_NOT_COMPARABLE
         from emo_tasks.results.calibration import CalibrationError, load_calibration
 
-        try:
-            calibration = load_calibration(args.calibration)
+        try:  # several: a chain of judge changes, each carried by its own (trend.carry)
+            calibrations = [load_calibration(path) for path in args.calibration]
         except CalibrationError as exc:
             print(f"emo-tasks report: --calibration: {exc}", file=sys.stderr)
             return EXIT_NOT_COMPARABLE
@@ -50,7 +50,7 @@ def main_report(args: argparse.Namespace) -> int:
 
         ordering = trend.order_runs(runs, args.trend)
         # compare's rule: refused, or a break; a judge change the calibration carries is marked instead
-        changes, notes = trend.check_comparable(ordering, args.allow_mixed, calibration)
+        changes, notes = trend.check_comparable(ordering, args.allow_mixed, calibrations)
         runs = ordering.runs
         print(f"emo-tasks report: trend order: {ordering.why}", file=sys.stderr)
         for i, run in enumerate(runs):
@@ -60,7 +60,7 @@ def main_report(args: argparse.Namespace) -> int:
                   f"{change.summary()}", file=sys.stderr)  # fmt: skip
         for change in (c for c in changes if not c.is_break):
             print(f"emo-tasks report: trend judge change before {trend.run_text(ordering, change.index)}, carried by "
-                  f"{args.calibration}: {change.summary()}", file=sys.stderr)  # fmt: skip
+                  f"{change.calibration.path}: {change.summary()}", file=sys.stderr)  # type: ignore[union-attr]  # fmt: skip
         for note in notes:
             print(f"emo-tasks report: trend note: {note}", file=sys.stderr)
         series = trend.trend_rows(runs, args.resamples, args.seed, [c.index for c in changes if c.is_break],

@@ -48,6 +48,11 @@ def run_identity(run: Run, tasks: Sequence[str], side: str) -> tuple[dict[str, A
     return (seen[0][0] if seen else {}), None
 
 
+def same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Two judge identities are one judge (compared as `changed` compares them)."""
+    return _key(a) == _key(b)
+
+
 def changed(earlier: Run, later: Run, task: str) -> bool:
     """The task's judge differs between the two runs (`same_judge`'s rule): its numbers need the calibration's
     shift."""
@@ -124,3 +129,15 @@ def carried(calibration: Calibration, task: str, metric: str) -> Carried | str:
         return f"{calibration.path} gives {task} {metric}'s shift no CI"
     level = level_of(calibration)
     return Carried(s, half / z_of(level), level)
+
+
+def chained(first: Carried, then: Carried) -> Carried:
+    """Two judge changes in a row (A->B, then B->C) as one, A->C: the shifts add, their standard errors combine in
+    quadrature (the two calibrations measured independently), at the 95 % level.  Why: a trend across a chain of
+    judges stays on the first judge's scale (`report --trend` with several --calibration)."""
+    shift = first.shift.shift + then.shift.shift
+    se = math.sqrt(first.se**2 + then.se**2)
+    half = se * z_of(0.95)
+    s = Shift(then.shift.benchmark, then.shift.task, then.shift.metric, min(first.shift.n, then.shift.n), shift,
+              shift - half, shift + half, then.shift.tolerance, False)  # fmt: skip
+    return Carried(s, se, 0.95)

@@ -196,10 +196,11 @@ def find_changes(ordering: Ordering) -> tuple[list[Change], list[str]]:
     return changes, notes
 
 
-def carry(ordering: Ordering, changes: Sequence[Change], calibration: Calibration) -> list[Change]:
-    """`changes` with each change of judges alone that `calibration` carries (the earlier run judged by its
+def carry(ordering: Ordering, changes: Sequence[Change], calibrations: Sequence[Calibration]) -> list[Change]:
+    """`changes` with each change of judges alone that one of `calibrations` carries (the earlier run judged by its
     reference, the later by its candidate: `judge_change.carries`) marked as carried, not a break; a change of
-    judges it does not carry keeps its differences plus the line saying why."""
+    judges none carries keeps its differences plus the lines saying why.  Several calibrations: a chain (A->B,
+    B->C), each change carried by its own; two carrying one change is a TrendError (which one would be silent)."""
     out = []
     for c in changes:
         if not any(d.kind == "judges" for d in c.differences):
@@ -207,24 +208,41 @@ def carry(ordering: Ordering, changes: Sequence[Change], calibration: Calibratio
             continue
         earlier, later = ordering.runs[c.index - 1], ordering.runs[c.index]
         shared = sorted(t for t in set(earlier.results) & set(later.results) if benchmark_of(t))
-        why = judge_change.carries(calibration, earlier, later, shared, names=("earlier", "later"))
-        if why is None and all(d.kind == "judges" for d in c.differences):
-            out.append(Change(c.index, c.differences, calibration))
-        elif why is None:
+        whys = [(cal, judge_change.carries(cal, earlier, later, shared, names=("earlier", "later")))
+                for cal in calibrations]  # fmt: skip
+        carriers = [cal for cal, why in whys if why is None]
+        if len(carriers) > 1:
+            raise TrendError(f"--calibration: the judge change before {run_text(ordering, c.index)} is carried by "
+                             f"{len(carriers)} files ({', '.join(str(cal.path) for cal in carriers)}): give one per "
+                             "judge change")  # fmt: skip
+        if carriers and all(d.kind == "judges" for d in c.differences):
+            out.append(Change(c.index, c.differences, carriers[0]))
+        elif carriers:
             out.append(c)
         else:
-            out.append(Change(c.index, [*c.differences, comparable.Difference("judges", why, why.split(": ", 1)[1])]))
+            lines = dict.fromkeys(why for _, why in whys if why)
+            added = [comparable.Difference("judges", w, w.split(": ", 1)[1]) for w in lines]
+            out.append(Change(c.index, [*c.differences, *added]))
     return out
 
 
+def unused(changes: Sequence[Change], calibrations: Sequence[Calibration]) -> list[str]:
+    """Notes for the calibrations that carry no judge change of the trend (a file given by mistake is said)."""
+    used = {id(c.calibration) for c in changes if c.calibration is not None}
+    return [f"--calibration {cal.path} carries no judge change of this trend" for cal in calibrations
+            if id(cal) not in used]  # fmt: skip
+
+
 def check_comparable(
-    ordering: Ordering, allow_mixed: bool = False, calibration: Calibration | None = None
+    ordering: Ordering, allow_mixed: bool = False, calibration: Calibration | Sequence[Calibration] | None = None
 ) -> tuple[list[Change], list[str]]:
-    """`find_changes` (with `calibration`, judge changes it carries marked: `carry`); a change that is a break
-    without `allow_mixed` raises TrendError, one line naming the runs and what differs."""
+    """`find_changes` (with `calibration`, one or several, judge changes they carry marked: `carry`); a change that
+    is a break without `allow_mixed` raises TrendError, one line naming the runs and what differs."""
     changes, notes = find_changes(ordering)
-    if calibration is not None:
-        changes = carry(ordering, changes, calibration)
+    calibrations = [calibration] if isinstance(calibration, Calibration) else list(calibration or ())
+    if calibrations:
+        changes = carry(ordering, changes, calibrations)
+        notes += unused(changes, calibrations)
     breaks = [c for c in changes if c.is_break]
     if breaks and not allow_mixed:
         parts = [f"{run_text(ordering, c.index - 1)} -> {run_text(ordering, c.index)}: {c.summary()}" for c in breaks]
@@ -314,11 +332,26 @@ def _shifts(
     runs: Sequence[reader.Run], task: str, metric: str, breaks: Sequence[int], crossings: Sequence[Change]
 ) -> dict[int, judge_change.Carried | str | None]:
     """{run index: the calibrated shift in force from it on (its `Carried`, or why there is none), None from a
-    break on}: a crossing changes a task's numbers only when the task's judge changed there."""
+    break on}: a crossing changes a task's numbers only when the task's judge changed there.  Along a chain of
+    crossings (A->B, B->C) the shifts add up and their errors combine (`judge_change.chained`): values stay on the
+    scale of the judge the segment began with, and a return to that judge needs no shift."""
     out: dict[int, judge_change.Carried | str | None] = {b: None for b in breaks}
-    for c in crossings:
-        if c.calibration is not None and judge_change.changed(runs[c.index - 1], runs[c.index], task):
-            out[c.index] = judge_change.carried(c.calibration, task, metric)
+    events = sorted([*((b, None) for b in breaks), *((c.index, c) for c in crossings if c.calibration is not None)],
+                    key=lambda e: e[0])  # fmt: skip
+    scale, running = judge_change.task_identity(runs[0], task), None
+    for i, c in events:
+        if c is None:
+            scale, running = judge_change.task_identity(runs[i], task), None
+            continue
+        if not judge_change.changed(runs[i - 1], runs[i], task):
+            continue
+        step = judge_change.carried(c.calibration, task, metric)  # type: ignore[arg-type]
+        if isinstance(step, str):  # not calibrated: Δ restarts on the new judge's scale
+            out[i], scale, running = step, judge_change.task_identity(runs[i], task), None
+        elif judge_change.same(judge_change.task_identity(runs[i], task), scale):
+            out[i] = running = None  # back on the segment's own judge: values as judged
+        else:
+            out[i] = running = step if running is None else judge_change.chained(running, step)
     return out
 
 
@@ -375,8 +408,10 @@ def crossings_note(ordering: Ordering, changes: Sequence[Change]) -> list[str]:
         out.append(f"**Judge change (--calibration {c.calibration.path}):** before {run_text(ordering, c.index)}, "
                    f"{c.summary()}. The calibration carries it: values after it are shown as judged, and adjusted "
                    "(value − the calibrated shift: on the reference judge's scale, its 95 % CI widened by the "
-                   "calibration's in quadrature); Δ after it is the adjusted value's. A metric the calibration does "
-                   "not cover has no adjusted value and its Δ restarts there.".replace("|", "/"))  # fmt: skip
+                   "calibration's in quadrature; after a chain of judge changes their shifts add up and their CIs "
+                   "combine, on the first judge's scale, and a return to that judge is shown as judged); Δ after it "
+                   "is the adjusted value's. A metric the calibration does not cover has no adjusted value and its "
+                   "Δ restarts there.".replace("|", "/"))  # fmt: skip
     return [*out, ""] if out else []
 
 

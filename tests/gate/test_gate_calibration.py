@@ -292,3 +292,64 @@ def test_an_unusable_calibration_file_is_one_line_naming_it(runs: dict, tmp_path
         assert f"--calibration: {bad}: no shifts" in proc.stderr, proc.stderr
     alone = run_emo(runs["env"], "report", str(runs["base"]), "--calibration", str(runs["calibration"]))
     assert alone.returncode == 2 and "--calibration draws a --trend" in alone.stderr, alone.stderr
+
+
+def test_a_calibration_that_contradicts_itself_is_refused_not_applied(runs: dict, tmp_path: Path) -> None:
+    """Issue 42 item 6: the Rec-S shift moved 30 points past its own CI (a hand-edited file) passed the gate
+    (exit 0); read, the file is checked against itself: exit 2, one line naming the file, the task and metric
+    and what is inconsistent, for compare, plan-gate and report --trend alike."""
+    doc = json.loads(runs["calibration"].read_text())
+    rec = next(s for s in doc["shifts"] if s["metric"] == "rec_s")
+    rec["shift"] = rec["ci_high"] + 30
+    bad = tmp_path / "edited.json"
+    bad.write_text(json.dumps(doc))
+    for command in (["compare", str(runs["base"]), str(runs["same"])],
+                    ["plan-gate", str(runs["base"]), "--detect", "60", "--out", str(tmp_path / "p.json")],
+                    ["report", str(runs["base"]), str(runs["same"]), "--trend", "given"]):  # fmt: skip
+        proc = run_emo(runs["env"], *command, "--calibration", str(bad), timeout=300)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, (command, proc.stdout + proc.stderr)
+        assert f"{bad}: shifts[0] ({GROUP} rec_s) contradicts itself: shift " in proc.stderr, proc.stderr
+        assert "lies outside its own CI" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_a_second_calibration_is_refused_by_compare_and_plan_gate(runs: dict, tmp_path: Path) -> None:
+    """Issue 42 item 8: argparse kept the last --calibration silently; compare and plan-gate carry one judge
+    change with one file, so a repeat is a bad argument (exit 3) naming both, before any run is read."""
+    other = write_calibration(tmp_path / "other.json", runs["same"], runs["base"])
+    cal = str(runs["calibration"])
+    for command in (["compare", str(runs["base"]), str(runs["same"])],
+                    ["plan-gate", str(runs["base"]), "--detect", "60", "--out", str(tmp_path / "p.json")]):  # fmt: skip
+        proc = run_emo(runs["env"], *command, "--calibration", cal, "--calibration", str(other), timeout=300)
+        assert proc.returncode == 3 and proc.stdout == "" and proc.stderr.count("\n") == 1, proc.stderr
+        assert f"argument --calibration: given twice ('{cal}', then '{other}')" in proc.stderr
+        assert "a chain of calibrations is drawn by `report --trend` only" in proc.stderr
+
+
+def test_the_trend_crosses_a_chain_of_judge_changes_one_calibration_each(runs: dict, tmp_path: Path) -> None:
+    """Issue 42 item 8: REF -> CAND -> REF (a copy of the base run, judged by REF) with the calibrations REF->CAND
+    and CAND->REF: both changes carried, each by its own file; the return to REF is shown as judged.  The same file
+    given twice carries one change twice: refused, naming it."""
+    import shutil
+
+    back = write_calibration(tmp_path / "back.json", runs["same"], runs["base"])
+    copy = tmp_path / "good_again"
+    shutil.copytree(runs["root"] / "good", copy)
+    order = [str(runs["base"]), str(runs["same"]), str(_judged(copy, REF))]
+    res = run_emo(runs["env"], "report", *order, "--trend", "given", "--format", "json", "--resamples", "100",
+                  "--calibration", str(runs["calibration"]), "--calibration", str(back), timeout=300)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    records = json.loads(res.stdout)["trend"]
+    assert [r["judge_change"] and r["judge_change"]["calibration"] for r in records] == [
+        None, str(runs["calibration"]), str(back)]  # fmt: skip
+    rec = _shift(runs["calibration"], "rec_s")
+    got = [r["metrics"][f"{GROUP}:rec_s"] for r in records]
+    assert got[1]["shift"] == pytest.approx(rec["shift"]) and "shift" not in got[2]  # back on REF: as judged
+    assert got[2]["value"] == pytest.approx(got[0]["value"]) and got[2]["delta"] == pytest.approx(0.0)
+    for change in (str(runs["calibration"]), str(back)):
+        assert f"carried by {change}: judges" in res.stderr
+    # the same change carried by two files: refused naming both
+    twice = run_emo(runs["env"], "report", *order[:2], "--trend", "given", "--calibration", str(runs["calibration"]),
+                    "--calibration", str(runs["calibration"]), timeout=300)  # fmt: skip
+    assert twice.returncode == 2 and twice.stderr.count("\n") == 1, twice.stderr
+    assert "is carried by 2 files" in twice.stderr

@@ -43,6 +43,8 @@ STAMP = "20250301T120000"
 )
 def test_the_verdict_rule(low: float | None, high: float | None, tol: float, verdict: bool) -> None:
     assert calibrate.interchangeable(low, high, tol) is verdict
+    assert calibrate.interchangeable(low, high, tol, n=calibrate.MIN_PAIRED) is verdict
+    assert calibrate.interchangeable(low, high, tol, n=calibrate.MIN_PAIRED - 1) is False  # too few pairs
 
 
 def test_kendall_tau_by_hand() -> None:
@@ -79,18 +81,23 @@ def test_the_shift_is_agreements_paired_bootstrap() -> None:
     r = stats.paired_bootstrap(a, b, n_resamples=500, level=0.95, seed=0)
     assert shift.shift == pytest.approx(2.0) and shift.n == 4
     assert (shift.ci_low, shift.ci_high) == (r.low, r.high)
-    assert shift.interchangeable is (-5 <= r.low and r.high <= 5)
+    assert -5 <= r.low and r.high <= 5 and calibrate.interchangeable(r.low, r.high, 5.0)  # the CI is in the band,
+    assert not shift.interchangeable  # but 4 paired samples are fewer than MIN_PAIRED: too few pairs
+    assert calibrate.verdict_line(shift.__dict__) == "too few pairs (4 < 30): shift +2.00 [+0.00, +3.50]"
 
 
 # ---------------------------------------------------------------------------------------------- the command
-def _data(model: int, harsh: bool = False) -> dict:
+ROWS = 32  # per task: at least calibrate.MIN_PAIRED, so that one model's pair can be interchangeable
+
+
+def _data(model: int, harsh: bool = False, rows: int = ROWS) -> dict:
     """(task key, row) -> (REF's ratings, CAND's ratings) of one model: model k's recognition is right on the
-    first k+2 of 8 rows per task (so models rank 0 < 1 < 2), its steps alternate; CAND rates alike, or, `harsh`,
-    every recognition 0."""
+    first (k+2)/8 of the rows per task (so models rank 0 < 1 < 2), its steps alternate; CAND rates alike, or,
+    `harsh`, every recognition 0."""
     out = {}
     for key in ("ER-Lab", "SA"):
-        for row in range(8):
-            ratings = [[row % 2, 1], [1, 1], [1 if row < model + 2 else 0, 1]]
+        for row in range(rows):
+            ratings = [[row % 2, 1], [1, 1], [1 if row < (model + 2) * rows // 8 else 0, 1]]
             cand = [*ratings[:-1], [0, 1]] if harsh else ratings
             out[(key, row)] = (ratings, cand)
     return out
@@ -126,7 +133,7 @@ def test_identical_numbers_from_a_renamed_judge_are_interchangeable(
         (t, m) for t in (ER_LAB, SA) for m in ("rec_s", "rea_s", "cot_s")
     }
     for s in cal.shifts:
-        assert (s.shift, s.ci_low, s.ci_high, s.n, s.tolerance) == (0.0, 0.0, 0.0, 8, 1.0)
+        assert (s.shift, s.ci_low, s.ci_high, s.n, s.tolerance) == (0.0, 0.0, 0.0, ROWS, 1.0)
         assert s.interchangeable
     summary = json.loads(next((folders[0] / "emo_tasks_judge").glob("*_summary.json")).read_text())
     assert cal.reference == judge_identity(summary) and cal.candidate["judge_models"] == QWEN["judge_models"]
@@ -134,13 +141,13 @@ def test_identical_numbers_from_a_renamed_judge_are_interchangeable(
     assert cal.data["reference"]["runs"] == [str(folders[0])] and cal.data["candidate"]["runs"] == [str(folders[1])]
     assert cal.data["verdict"] == "interchangeable" and cal.data["ranking"] == []
     rec = cal.data["agreement"][0]["recognition"]
-    assert rec["cohen_kappa"] == pytest.approx(1.0) and rec["n"] == 8
+    assert rec["cohen_kappa"] == pytest.approx(1.0) and rec["n"] == ROWS
     assert cal.data["agreement"][0]["steps"]["icc"] == pytest.approx(1.0)
     assert "Rule: interchangeable within ±T" in out and "Verdict: interchangeable within ±1 (all 6 headlines)" in out
 
 
 def test_a_planted_shift_is_not_interchangeable(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    """CAND calls every recognition wrong: Rec-S drops to 0 (model 0 is right on 2 of 8 rows: -25 points)."""
+    """CAND calls every recognition wrong: Rec-S drops to 0 (model 0 is right on 2/8 of the rows: -25 points)."""
     folders = _pairs(tmp_path, 1, harsh=True)
     code, out, err = _run(capsys, *folders, "--out", tmp_path / "c.json", "--resamples", "200")
     assert code == 1, err
@@ -171,7 +178,7 @@ def test_three_models_give_kendalls_tau_and_per_pair_shifts(tmp_path: Path, caps
     per_pair = [p for p in doc["pair_shifts"] if p["task"] == ER_LAB and p["metric"] == "rec_s"]
     assert [p["shift"] for p in per_pair] == pytest.approx([-25.0, -37.5, -50.0])
     pooled = load_calibration(tmp_path / "c.json").shift(ER_LAB, "rec_s")
-    assert pooled.n == 24 and pooled.shift == pytest.approx(-37.5)
+    assert pooled.n == 3 * ROWS and pooled.shift == pytest.approx(-37.5)
     # a candidate that rates alike: the rankings agree, tau 1
     same = _pairs(tmp_path / "same", 3)
     code, out, err = _run(capsys, *same, "--out", tmp_path / "s.json", "--resamples", "200")
@@ -248,3 +255,43 @@ def test_a_candidate_with_another_alpha_is_noted(tmp_path: Path, capsys: pytest.
     notes = json.loads((tmp_path / "c.json").read_text())["notes"]
     assert f"pair 0: {ER_LAB}: alpha differs (A 0.5, B 0.7): the CoT-S difference mixes judge and alpha" in notes
     assert "alpha differs" in out
+
+
+def test_two_identical_pairs_are_too_few_not_interchangeable(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Issue 42: two paired samples rated alike gave the CI [0, 0] and "interchangeable" (exit 0).  Below
+    MIN_PAIRED the verdict is "too few pairs (n)", the file says not interchangeable, and the exit code is 1."""
+    data = _data(0, rows=2)
+    ref = write_judged(tmp_path / "m" / "judged" / "ref", 0, STAMP, GPT, data, emotion="e0")
+    cand = write_judged(tmp_path / "m" / "judged" / "cand", 1, STAMP, QWEN, data, emotion="e0")
+    code, out, err = _run(capsys, ref, cand, "--out", tmp_path / "c.json", "--resamples", "100")
+    assert code == 1, out + err
+    cal = load_calibration(tmp_path / "c.json")  # the file agrees with itself
+    assert [(s.n, s.shift, s.ci_low, s.ci_high, s.interchangeable) for s in cal.shifts] == [
+        (2, 0.0, 0.0, 0.0, False)
+    ] * 6
+    assert cal.data["verdict"] == "not interchangeable"
+    assert "ER-Lab Rec-S: too few pairs (2 < 30): shift +0.00 [+0.00, +0.00]" in out
+    assert "Verdict: not interchangeable (6 of 6 headlines):" in out and "Verdict: interchangeable" not in out
+    assert f"from at least {calibrate.MIN_PAIRED} paired samples; fewer: too few pairs (n), not interchangeable" in out
+
+
+def test_notes_print_one_line_per_kind_of_undefined_statistic(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """The harsh candidate makes Spearman undefined on every task's recognition and tau undefined on every headline
+    (and in some resamples): one line per kind, with how many tasks or headlines, not one per task and metric (a
+    sample run printed 19).  The file keeps each task's notes."""
+    folders = _pairs(tmp_path, 3, harsh=True)
+    code, out, err = _run(capsys, *folders, "--out", tmp_path / "c.json", "--resamples", "200")
+    assert code == 1, err
+    notes = out.split("Notes:\n")[1].split("\n\n")[0].splitlines()
+    undefined = [line for line in notes if "undefined" in line]
+    assert len(undefined) == 3, notes
+    assert any(line.startswith("  - recognition: spearman undefined: ") and line.endswith("(2 tasks: ER-Lab, SA)")
+               for line in undefined), undefined  # fmt: skip
+    tau = next(
+        line for line in undefined if "ranking: tau undefined: one judge gives every model the same mean" in line
+    )
+    assert "(6 headlines: ER-Lab Rec-S, ER-Lab Rea-S, ER-Lab CoT-S, SA Rec-S and 2 more)" in tau
+    left = next(line for line in undefined if "ranking: resamples left out: tied means, tau undefined" in line)
+    assert "ER-Lab Rec-S 200 of 200" in left
+    doc = json.loads((tmp_path / "c.json").read_text())
+    assert all(r["notes"] for r in doc["ranking"]) and doc["agreement"][0]["recognition"]["notes"]

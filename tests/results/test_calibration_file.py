@@ -70,3 +70,70 @@ def test_a_bad_file_is_refused_naming_what_is_wrong(tmp_path: Path, change: dict
 def test_a_missing_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(CalibrationError, match="no such calibration file"):
         load_calibration(tmp_path / "nope.json")
+
+
+def _shift_row(**change: object) -> dict:
+    """The one shift of `_write`'s file (-0.5 [-1.25, +0.25], n 40, tolerance 1) with `change` applied."""
+    row = {"benchmark": "mme", "task": "mme_emotion_er_lab", "metric": "cot", "n": 40, "shift": -0.5,
+           "ci_low": -1.25, "ci_high": 0.25, "tolerance": 1.0, "interchangeable": False}  # fmt: skip
+    return {**row, **change}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        # the shift moved 30 points past its own CI (issue 42: compare exited 0 with it)
+        ({"shifts": [_shift_row(shift=30.25)]}, "shift +30.25 lies outside its own CI [-1.25, +0.25]"),
+        ({"shifts": [_shift_row(shift=-2.0)]}, "shift -2 lies outside its own CI [-1.25, +0.25]"),
+        ({"shifts": [_shift_row(ci_low=0.25, ci_high=-1.25)]}, "its CI is inverted (ci_low +0.25 > ci_high -1.25)"),
+        ({"shifts": [_shift_row(n=0)]}, "n is 0: a shift measured on no paired sample"),
+        ({"shifts": [_shift_row(ci_high=None)]}, "its CI has one bound only (ci_low -1.25, ci_high None)"),
+        ({"shifts": [_shift_row(tolerance=-1.0)]}, "tolerance -1 is negative"),
+        ({"shifts": [_shift_row(interchangeable=True)]}, "interchangeable is true, but its CI [-1.25, +0.25]"),
+        ({"shifts": [_shift_row(), _shift_row(shift=0.0)]}, "shifts[0] already calibrates mme_emotion_er_lab cot"),
+    ],
+)
+def test_a_file_that_contradicts_itself_is_refused_naming_the_shift(tmp_path: Path, change: dict, message: str) -> None:
+    path = _write(tmp_path, **change)
+    with pytest.raises(CalibrationError) as err:
+        load_calibration(path)
+    text = str(err.value)
+    assert "\n" not in text and text.startswith(f"{path}: shifts[")
+    assert "(mme_emotion_er_lab cot) contradicts itself: " in text and message in text, text
+    assert "emo-tasks calibrate" in text
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"shifts": [_shift_row(n=-3)]}, "shifts[0].n is -3, not a count"),
+        ({"shifts": [_shift_row(n=2.5)]}, "shifts[0].n is 2.5, not a count"),
+        ({"shifts": [_shift_row(n=True)]}, "shifts[0].n is True, not a count"),
+        ({"shifts": [_shift_row(ci_low=float("nan"))]}, "shifts[0].ci_low is nan, not a finite number"),
+        ({"shifts": [_shift_row(ci_high=float("inf"))]}, "shifts[0].ci_high is inf, not a finite number"),
+        ({"shifts": [_shift_row(shift=float("-inf"))]}, "shifts[0].shift is -inf, not a finite number"),
+        ({"level": 95}, "level is 95, not a confidence level in (0, 1)"),
+        ({"level": float("nan")}, "level is nan, not a confidence level in (0, 1)"),
+        ({"verdict": "interchangeable"}, "verdict 'interchangeable' contradicts its shifts (mme_emotion_er_lab cot"),
+    ],
+)
+def test_a_bad_count_number_level_or_verdict_is_refused(tmp_path: Path, change: dict, message: str) -> None:
+    """n negative or not an integer, a number that is not finite (JSON's NaN and Infinity, which Python reads), a
+    level that is no confidence level, an overall verdict its shifts contradict."""
+    path = _write(tmp_path, **change)
+    with pytest.raises(CalibrationError) as err:
+        load_calibration(path)
+    assert "\n" not in str(err.value) and str(err.value).startswith(f"{path}: ") and message in str(err.value)
+
+
+def test_a_consistent_file_with_edge_values_reads(tmp_path: Path) -> None:
+    """The shift on its CI's bound (a percentile may equal the mean), a zero-width CI, no CI from one sample, and an
+    interchangeable shift whose CI touches ±tolerance all read."""
+    rows = [
+        _shift_row(task="a", shift=-1.25),
+        _shift_row(task="b", shift=0.0, ci_low=0.0, ci_high=0.0, interchangeable=True),
+        _shift_row(task="c", n=1, ci_low=None, ci_high=None),
+        _shift_row(task="d", shift=0.0, ci_low=-1.0, ci_high=1.0, interchangeable=True),
+    ]
+    cal = load_calibration(_write(tmp_path, shifts=rows, verdict="not interchangeable"))
+    assert [s.task for s in cal.shifts] == ["a", "b", "c", "d"]

@@ -301,6 +301,73 @@ def test_a_judge_change_a_calibration_carries_is_marked_and_adjusted_not_a_break
         trend.check_comparable(ordering, calibration=calibration("other.json", "judge-c"))
 
 
+def _calibration_file(path: Path, reference: str, candidate: str, shift: float, half: float) -> object:
+    """A calibration of judge `reference` -> `candidate` on mvei_sample acc_total: `shift` +- `half` (95 %)."""
+    from emo_tasks.results.calibration import Shift, calibration_document, load_calibration
+
+    doc = calibration_document(
+        {"identity": {"judge_models": {"judge": reference}}, "runs": []},
+        {"identity": {"judge_models": {"judge": candidate}}, "runs": []},
+        [Shift("mvei", "mvei_sample", "acc_total", 16, shift, shift - half, shift + half, 1.0, False)],
+        tolerance={"default": 1.0}, rule="r", level=0.95, created="now",
+    )  # fmt: skip
+    path.write_text(json.dumps(doc))
+    return load_calibration(path)
+
+
+def _chain_runs(judges: list[str], values: list[float]) -> trend.Ordering:
+    runs = [_judged_by(_run(f"runs/ckpt-{i}", results={"mvei_sample": {"acc_total,none": v}}), judge)
+            for i, (v, judge) in enumerate(zip(values, judges, strict=True), 1)]  # fmt: skip
+    return trend.order_runs(runs, "checkpoint")
+
+
+def test_a_chain_of_judge_changes_is_carried_by_one_calibration_each_shifts_added(tmp_path: Path) -> None:
+    """Issue 42 item 8: judges a, a, b, c, c with calibrations a->b (+20 +-4) and b->c (+15 +-3): each change is
+    carried by its own file (given in any order); after the second the shifts add (+35) and the CIs combine in
+    quadrature (+-5): the values stay on judge a's scale and Δ never restarts."""
+    ab = _calibration_file(tmp_path / "ab.json", "judge-a", "judge-b", 20.0, 4.0)
+    bc = _calibration_file(tmp_path / "bc.json", "judge-b", "judge-c", 15.0, 3.0)
+    ordering = _chain_runs(["judge-a", "judge-a", "judge-b", "judge-c", "judge-c"], [40.0, 45.0, 70.0, 90.0, 80.0])
+    for given in ([ab, bc], [bc, ab]):
+        changes, notes = trend.check_comparable(ordering, calibration=given)
+        assert [(c.index, c.is_break, c.calibration) for c in changes] == [(2, False, ab), (3, False, bc)]
+        assert not [n for n in notes if "--calibration" in n]
+        points = trend.trend_rows(ordering.runs, 50, 0, [], changes)[0].points
+        assert [p.shift for p in points] == [None, None, 20.0, 35.0, 35.0]
+        assert [p.adjusted.value if p.adjusted else None for p in points] == [None, None, 50.0, 55.0, 45.0]
+        assert [p.delta for p in points] == [0.0, 5.0, 10.0, 15.0, 5.0]
+        assert points[3].adjusted.ci_high - points[3].adjusted.value == pytest.approx(5.0, abs=0.01)
+    records = trend.trend_json(ordering, trend.trend_rows(ordering.runs, 50, 0, [], changes), changes)
+    assert [r["judge_change"]["calibration"] if r["judge_change"] else None for r in records] == [
+        None, None, str(tmp_path / "ab.json"), str(tmp_path / "bc.json"), None]  # fmt: skip
+    # with a->b alone, the change to c is not carried: refused, saying why for that change only
+    with pytest.raises(trend.TrendError) as refused:
+        trend.check_comparable(ordering, calibration=[ab])
+    assert "ckpt-3 (runs/ckpt-3, checkpoint 3) -> ckpt-4" in str(refused.value)
+    assert "ckpt-2 (runs/ckpt-2, checkpoint 2) -> ckpt-3" not in str(refused.value)
+    # two files carrying one change: which one would be silent, so refused
+    again = _calibration_file(tmp_path / "ab2.json", "judge-a", "judge-b", 25.0, 4.0)
+    with pytest.raises(trend.TrendError, match=r"before ckpt-3 .* is carried by 2 files .*ab\.json, .*ab2\.json"):
+        trend.check_comparable(ordering, calibration=[ab, bc, again])
+    # a file that carries nothing is said
+    cd = _calibration_file(tmp_path / "cd.json", "judge-c", "judge-d", 1.0, 1.0)
+    _, notes = trend.check_comparable(ordering, calibration=[ab, bc, cd])
+    assert [n for n in notes if "--calibration" in n] == [
+        f"--calibration {tmp_path / 'cd.json'} carries no judge change of this trend"]  # fmt: skip
+
+
+def test_a_chain_back_to_the_first_judge_needs_no_shift(tmp_path: Path) -> None:
+    """a -> b -> a: after the return the values are judge a's own, as judged; Δ from the first run, no shift."""
+    ab = _calibration_file(tmp_path / "ab.json", "judge-a", "judge-b", 20.0, 4.0)
+    ba = _calibration_file(tmp_path / "ba.json", "judge-b", "judge-a", -18.0, 4.0)
+    ordering = _chain_runs(["judge-a", "judge-b", "judge-a"], [40.0, 62.0, 44.0])
+    changes, _ = trend.check_comparable(ordering, calibration=[ab, ba])
+    assert [c.calibration for c in changes] == [ab, ba]
+    points = trend.trend_rows(ordering.runs, 50, 0, [], changes)[0].points
+    assert [p.shift for p in points] == [None, 20.0, None]
+    assert [p.delta for p in points] == [0.0, 2.0, 4.0]
+
+
 # ---------------------------------------------------------------------------------------------- fast: CLI
 def _results_dir(root: Path, name: str, model_args: str, date: str) -> Path:
     folder = root / name
