@@ -39,8 +39,9 @@ folders instead (judge vs judge: the MME-Emotion judge logs of two judges of the
 `emo_tasks/judging/agreement.py`; there, 2 = no sample scored in both runs and 3 = unreadable input.
 
 This module is the parser and the dispatch; each command's body lives in the folder named for what it does:
-`judging/command.py` (judge, agreement, calibrate), `judging/cachefile.py` (cache), `results/command.py` (report), `results/export.py` (export),
-`gate/command.py` (compare, plan-gate) and `site/command.py` (view, and compare's --view).
+`judging/command.py` (judge, agreement, calibrate), `judging/cachefile.py` (cache), `results/command.py` (report),
+`results/export.py` (export), `gate/command.py` (compare, plan-gate) and `site/command.py` (view, and compare's
+--view).
 """
 
 from __future__ import annotations
