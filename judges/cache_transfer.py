@@ -115,7 +115,7 @@ def write_file(
     path = Path(path)
     digest = hashlib.sha256()
     lines = [json.dumps({"format": FORMAT, **about}, sort_keys=True, ensure_ascii=False)]
-    for n, row in enumerate(rows, 2):
+    for row in rows:
         entry = {k: row.get(k) for k in ENTRY_FIELDS}
         entry["sha256"] = entry_digest(entry)
         digest.update(entry["sha256"].encode())
@@ -247,7 +247,9 @@ class ImportConflict(TransferError):
         self.report = report
 
 
-def import_entries(cache: JudgeCache, entries: Sequence[Mapping[str, Any]], keep_existing: bool = False) -> ImportReport:
+def import_entries(
+    cache: JudgeCache, entries: Sequence[Mapping[str, Any]], keep_existing: bool = False
+) -> ImportReport:
     """Put checked answers into `cache` in one transaction.  A key the cache already holds with the same model and
     text is left as it is; with another answer it is a conflict: refused, nothing written (ImportConflict), or,
     `keep_existing`, the cache's answer kept and the rest imported."""

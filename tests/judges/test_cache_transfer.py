@@ -147,3 +147,21 @@ def test_export_of_a_folder_without_judged_results_is_refused(tmp_path: Path, ca
     assert cli.main(["cache", "export", str(tmp_path)]) == 2
     assert "no judged results" in capsys.readouterr().err
     assert cli.main(["cache"]) == 3  # the group needs an action
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["export", "{tmp}/no-such-run"], "RUN_DIR"),
+        (["export", "{tmp}", "--cache", "{tmp}/no-such-cache"], "--cache"),
+        (["export", "{tmp}", "--out", "{tmp}"], "--out"),
+        (["import", "{tmp}/no-such-file"], "FILE"),
+        (["import", "{tmp}/file", "--cache", "{tmp}/file"], "--cache"),
+    ],
+)
+def test_a_bad_argument_of_an_action_exits_3_naming_it(tmp_path: Path, capsys, argv: list[str], flag: str) -> None:
+    """`tests/test_cli_args.py` walks the commands; the cache group's actions have their flags checked here."""
+    (tmp_path / "file").write_text("x\n")
+    code = cli.main(["cache", *(a.format(tmp=tmp_path) for a in argv)])
+    err = capsys.readouterr().err
+    assert code == 3 and len(err.splitlines()) == 1 and flag in err, err
