@@ -19,6 +19,8 @@
     emo-tasks agreement RUN_A RUN_B [--icc-form ICC(2,1)] [--format text|json] [--resamples N] [--seed S]
     emo-tasks calibrate REF CAND [REF2 CAND2 ...] [--tolerance T] [--tolerance METRIC=T] [--out calibration.json]
                         [--resamples N] [--seed S]
+    emo-tasks cache export RUN_DIR [--cache DIR] [--out FILE]
+    emo-tasks cache import FILE [--cache DIR] [--keep-existing]
 
 Exit codes of `report` and `compare` (the regression gate for CI): 0 ok / pass; 1 `compare` found a significant
 drop larger than --max-drop; 2 not comparable: no run in a folder or several and none picked, runs that differ in
@@ -37,8 +39,9 @@ folders instead (judge vs judge: the MME-Emotion judge logs of two judges of the
 `emo_tasks/judging/agreement.py`; there, 2 = no sample scored in both runs and 3 = unreadable input.
 
 This module is the parser and the dispatch; each command's body lives in the folder named for what it does:
-`judging/command.py` (judge, agreement, calibrate), `results/command.py` (report), `results/export.py` (export),
-`gate/command.py` (compare, plan-gate) and `site/command.py` (view, and compare's --view).
+`judging/command.py` (judge, agreement, calibrate), `judging/cachefile.py` (cache), `results/command.py` (report),
+`results/export.py` (export), `gate/command.py` (compare, plan-gate) and `site/command.py` (view, and compare's
+--view).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from emo_tasks import cliargs
 from emo_tasks.cliargs import EXIT_BAD_ARGUMENT, EXIT_ERROR, EXIT_NOT_COMPARABLE
@@ -313,7 +317,48 @@ def _parser() -> argparse.ArgumentParser:
                    help="where to write the calibration file (default ./calibration.json)")  # fmt: skip
     k.add_argument("--resamples", type=cliargs.resamples, default=1000, help="bootstrap resamples (default 1000)")
     k.add_argument("--seed", type=cliargs.seed, default=0, help="bootstrap seed (default 0)")
+    _cache_parser(sub)
     return p
+
+
+def _cache_parser(sub: Any) -> None:
+    """`emo-tasks cache <action>`: the judge answer cache, one subcommand per action (export, import)."""
+    cache_help = "the judge answer cache folder (default EMO_CACHE_DIR, else the user cache folder + /emo_tasks)"
+    cache = sub.add_parser(
+        "cache",
+        help="the judge answer cache: copy a run's cached judge answers into a file beside it, and back in",
+        description="The judge answer cache (judge_cache.sqlite3 in EMO_CACHE_DIR) is the only copy of a retired "
+        "judge's verdicts. `export` writes the answers a run's judged results read into one file beside the run; "
+        "`import` puts such a file into a cache (on another machine), so `emo-tasks judge` gives the same numbers "
+        "sending nothing (docs/judges.md#before-your-judge-shuts-down). Exit codes: 0 done; 2 refused (export: no "
+        "judged results, or a re-judge from the cache gives other numbers; import: the cache holds another answer "
+        "under a key of the file); 3 error (a bad argument, an unreadable cache, a damaged file).",
+    )
+    actions = cache.add_subparsers(dest="cache_command", required=True, metavar="ACTION")
+    e = actions.add_parser(
+        "export",
+        help="write the cached judge answers a run's judged results read into a file beside the run",
+        description="For each judged result under RUN_DIR/judged/ (or the judged folder given), re-judge it from "
+        "the cache alone, sending nothing, record the answers it reads, and check its numbers come out equal "
+        "(else exit 2); then write those answers to FILE (gzip JSON lines, a digest per line and for the file).",
+    )
+    e.add_argument("run", metavar="RUN_DIR", type=cliargs.existing("a run folder or a judged folder"),
+                   help="the run folder (its judged/ results) or one judged folder RUN_DIR/judged/<setup>")  # fmt: skip
+    e.add_argument("--cache", metavar="DIR", type=cliargs.existing("a judge answer cache folder"), help=cache_help)
+    e.add_argument("--out", metavar="FILE", type=cliargs.out_file("a file to write the answers to", parents=True),
+                   help="where to write (default RUN_DIR/emo_tasks_judge_cache.jsonl.gz)")  # fmt: skip
+    i = actions.add_parser(
+        "import",
+        help="put the answers of an exported file into a judge answer cache",
+        description="Check the whole file first (each line's digest, the end line's count and digest: a damaged "
+        "line is named, exit 3), then add its answers in one transaction. A key the cache holds with the same "
+        "answer is left alone; with another answer it is a conflict: nothing is imported (exit 2) unless "
+        "--keep-existing (the cache's answers are kept, the rest imported, each conflict printed).",
+    )
+    i.add_argument("file", metavar="FILE", type=cliargs.existing("a file written by `emo-tasks cache export`"))
+    i.add_argument("--cache", metavar="DIR", type=cliargs.out_folder("a judge answer cache folder"), help=cache_help)
+    i.add_argument("--keep-existing", action="store_true",
+                   help="on a conflict, keep the cache's own answer and import the rest (exit 0)")  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -336,6 +381,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .site.command import main_view
 
         return main_view(args)
+    if args.command == "cache":
+        from emo_tasks.judging.cachefile import main_cache
+
+        return main_cache(args)
     try:
         if args.command == "report":
             from emo_tasks.results.command import main_report

@@ -13,7 +13,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,10 @@ from typing import Any
 from .sqlitefile import NotADatabase, open_shared
 
 CACHE_FILENAME = "judge_cache.sqlite3"
+
+#: Callbacks told the keys every `get_many` of this process found (`judges.cache_transfer.recorded_reads`: which
+#: cached answers a re-judge reads, so exactly those can be exported).  Empty: nothing is told.
+READ_OBSERVERS: list[Callable[[Iterable[str]], None]] = []
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS answers (
@@ -94,6 +98,8 @@ class JudgeCache:
                 ).fetchall()
                 for row in rows:
                     found[row[0]] = CachedAnswer(*row)
+        for observe in list(READ_OBSERVERS):
+            observe(found)
         return found
 
     def get(self, key: str) -> CachedAnswer | None:

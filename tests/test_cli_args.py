@@ -33,6 +33,7 @@ VALID = {
     "plan-gate": ["{run}", "--detect", "2", "--out", "{new}/subset.json"],
     "agreement": ["{judge}", "{human}"],
     "calibrate": ["{run}", "{run2}", "--out", "{new}/calibration.json"],
+    "cache": ["export", "{run}"],  # its actions' own flags: tests/judges/test_cache_transfer.py
 }
 
 #: One bad value per argument: "COMMAND --flag" (or "COMMAND METAVAR" for a positional) -> the value.
@@ -106,6 +107,7 @@ BAD = {
     "calibrate --out": FOLDER,
     "calibrate --resamples": "0",
     "calibrate --seed": "-1",
+    "cache ACTION": "purge",
 }
 
 

@@ -20,7 +20,7 @@ import pytest
 from conftest import API_KEY, cli_env, run_emo
 from fakes import Model
 
-from judges.testing import LoopbackServer
+from judges.testing import LoopbackServer, Reply
 
 TASKS = "mme_emotion_sample,mvei_sample,multiemo_sample"
 JUDGE_ROLES = ("gpt-4.1-2025-04-14", "gpt-4o-2024-11-20")  # the default step and judge models
@@ -357,3 +357,64 @@ def test_rule_differences_are_counted_in_the_summary_and_the_report(runs: dict[s
     board = json.loads(report.stdout)["runs"][0]
     assert sum(v or 0 for v in board["n_rule_differs"].values()) == sum(expected.values())
     assert any("read differently by the official per-task script" in n for n in board["notes"])
+
+
+def _retired_everywhere(body: dict, attempt: int) -> Reply:
+    """A judge endpoint after the shutdown date: every model answers 404 `model_not_found`."""
+    text = f"The model `{body.get('model')}` does not exist or you do not have access to it."
+    return Reply(kind="status", status=404, code="model_not_found", text=text)
+
+
+def test_cache_export_then_import_rejudges_elsewhere_after_the_judge_is_retired(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """Issue 42 item 12: `emo-tasks cache export RUN` writes the answers RUN's judged results read into a file beside
+    it; imported into an empty cache on another machine, `emo-tasks judge` against a retired endpoint gives the
+    same results bit for bit and sends no chat request."""
+    import gzip
+    import shutil
+
+    from emo_tasks.judging.cachefile import DEFAULT_NAME
+    from judges import JudgeCache
+
+    run = tmp_path / "here" / "run"
+    shutil.copytree(runs["B"], run, ignore=shutil.ignore_patterns("judged"))
+    here = tmp_path / "cache_here"  # this run's answers only
+    with LoopbackServer(responder=Model(), expected_api_key=API_KEY) as srv:
+        proc = emo(_env(here, srv), "judge", str(run), "--multiemo-judge")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    (judged,) = (run / "judged").iterdir()
+    # an export from a cache without the answers is refused: the file would not re-judge the run
+    empty = tmp_path / "cache_empty"
+    empty.mkdir()
+    refused = emo(_env(here, OPENAI_API_KEY=API_KEY), "cache", "export", str(run), "--cache", str(empty))
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    assert "gives other numbers" in refused.stderr and not (run / DEFAULT_NAME).exists()
+    # the export: no endpoint configured, a key in the environment that must not reach the file
+    proc = emo(_env(here, OPENAI_API_KEY=API_KEY), "cache", "export", str(run))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = gzip.decompress((run / DEFAULT_NAME).read_bytes()).decode()
+    assert API_KEY not in text
+    cache = JudgeCache(here)
+    try:
+        assert len(text.splitlines()) - 2 == len(cache) > 16  # every answer this run read, nothing else
+    finally:
+        cache.close()
+    # another machine: the run (with the file beside it) moved, an empty cache, the judge model shut down
+    moved = tmp_path / "there" / "run"
+    shutil.copytree(run, moved, ignore=shutil.ignore_patterns("judged"))
+    there = tmp_path / "cache_there"
+    # the same data there (keys hash the judged media's content; the generated sample's .mkv clips are not
+    # byte-for-byte reproducible, a downloaded dataset is)
+    shutil.copytree(here / "samples", there / "samples")
+    imported = emo(_env(there), "cache", "import", str(moved / DEFAULT_NAME))
+    assert imported.returncode == 0, imported.stderr[-3000:]
+    assert f"{len(text.splitlines()) - 2} answers added, 0 already there" in imported.stderr
+    with LoopbackServer(responder=_retired_everywhere, expected_api_key=API_KEY) as dead:
+        proc = emo(_env(there, dead), "judge", str(moved), "--multiemo-judge")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert dead.calls == []  # not one chat request: every answer came from the imported file
+    (again,) = (moved / "judged").iterdir()
+    assert json.dumps(_results(again)["results"], sort_keys=True) == json.dumps(
+        _results(judged)["results"], sort_keys=True
+    )
