@@ -5,8 +5,9 @@ The run is real: lmms-eval's `--model dummy` on `mvei_sample`, whose data folder
 EMO_CACHE_DIR) lists small JPEG images that are links into a `blobs/` folder beside them, as the Hugging Face cache
 lays out a snapshot (`snapshots/<rev>/img.jpg -> ../../blobs/<sha>`).  lmms-eval logs each image's path as the
 model read it (the link): that is what `view` finds in the sample log.  Small JPEGs because a JPEG within the
-thumbnail size is placed as it is (hard-linked), which is where a link was placed as a link.  Each test points the
-links as it needs (relative, absolute, or regular files again) and views the one run through the CLI.
+thumbnail size is placed as it is (hard-linked then, copied now), which is where a link was placed as a link.
+Each test points the links as it needs (relative, absolute, or regular files again) and views the one run through
+the CLI.
 """
 
 from __future__ import annotations

@@ -619,8 +619,9 @@
     const runs = site.runs.filter((r) => r.media_not_shown);
     return h("p", { class: "notice", id: "media-not-shown" },
       h("strong", null, `${n} media file${n === 1 ? "" : "s"} ${OUTSIDE}. `),
-      `The run${runs.length === 1 ? "" : "s"} (${runs.map((r) => `${r.id.toUpperCase()}: ${r.media_not_shown}`).join(", ")}) name${runs.length === 1 ? "s" : ""} image files that lie neither inside the run folder nor in the benchmark's data, ` +
-      "so this site does not include them: their samples show the file's name instead, marked like this: ", outsideBadge());
+      (runs.length === 1 ? `Run ${runs[0].id.toUpperCase()} names image files` : `Runs ${runs.map((r) => `${r.id.toUpperCase()} (${r.media_not_shown})`).join(", ")} name image files`) +
+      " that lie neither inside its run folder nor in the benchmark's data. To keep the files of the machine that wrote this site out of it, " +
+      "the site does not include them: their samples show the file's name instead, marked like this: ", outsideBadge());
   }
 
   // ------------------------------------------------------------------------------------------ details
