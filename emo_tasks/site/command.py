@@ -158,7 +158,7 @@ def _build(
             run_dir, ok = by_run[ts.run].path, allowed[ts.id]
             files = [f for v in views[ts.id] for e in v.media if (f := image_file(e, run_dir)) is not None]
             outside[ts.run].update(f for f in files if not ok(f))
-            thumbnailer.add(f for f in files if f not in outside[ts.run])
+            thumbnailer.add(f for f in files if ok(f))
         tables = build_tables(runs, resamples, seed)  # meanwhile
         thumbs = thumbnailer.names()
         size = _write_tasks(stage, tasks, views, by_run, thumbs, redact, image_file, allowed)
@@ -217,18 +217,13 @@ def _allowed_media(tasks: list[model.TaskSamples], by_run: dict, env: Mapping[st
     from emo_tasks.settings import environ
 
     env = environ() if env is None else env
-    roots = functools.cache(lambda key: model.media_roots(next(ts.bench for ts in tasks if ts.bench.key == key), env))
-    out: dict[str, Any] = {}
-    by_pair: dict[tuple[str, str], Any] = {}
-    for ts in tasks:
-        if ts.group:
-            continue
-        pair = (ts.run, ts.bench.key)
-        if pair not in by_pair:
-            run = by_run[ts.run]
-            by_pair[pair] = media.Allowed([run.path, reader.judged_source(run.path), *roots(ts.bench.key)])
-        out[ts.id] = by_pair[pair]
-    return out
+    roots = {ts.bench.key: model.media_roots(ts.bench, env) for ts in tasks if not ts.group}
+    by_pair = {
+        (ts.run, ts.bench.key): media.Allowed([by_run[ts.run].path, reader.judged_source(by_run[ts.run].path),
+                                               *roots[ts.bench.key]])
+        for ts in tasks if not ts.group
+    }  # fmt: skip
+    return {ts.id: by_pair[(ts.run, ts.bench.key)] for ts in tasks if not ts.group}
 
 
 def _comparisons(runs: Sequence[Any], tasks: list[model.TaskSamples], resamples: int, seed: int) -> list[dict]:

@@ -62,10 +62,13 @@ class Allowed:
     def __init__(self, roots: Iterable[Path]) -> None:
         real = {os.path.realpath(r) for r in roots}
         self.roots = tuple(sorted(r.rstrip(os.sep) + os.sep for r in real))
+        self._seen: dict[Path, bool] = {}  # each file resolved once: for the thumbnails, then the pages
 
     def __call__(self, path: Path) -> bool:
-        real = os.path.realpath(path) + os.sep
-        return any(real.startswith(root) for root in self.roots)
+        if path not in self._seen:
+            real = os.path.realpath(path) + os.sep
+            self._seen[path] = any(real.startswith(root) for root in self.roots)
+        return self._seen[path]
 
 
 def content_hash(path: Path) -> str:
