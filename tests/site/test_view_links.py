@@ -90,7 +90,10 @@ def linked(tmp_path_factory: pytest.TempPathFactory) -> LinkedRun:
 
 
 def view(linked: LinkedRun, site: Path, cache: Path) -> subprocess.CompletedProcess:
-    return run_emo(cli_env(cache), "view", str(linked.out), "--out", str(site))
+    """The view with a cache of its own (not the run's, which holds the bundled sample): EMO_MVEI_FILE names the
+    run's data, so its folder is the benchmark's data a site may show (docs/view.md, What a site may contain)."""
+    env = cli_env(cache, EMO_MVEI_FILE=str(linked.data / "mvei.json"))
+    return run_emo(env, "view", str(linked.out), "--out", str(site))
 
 
 def check_site(linked: LinkedRun, site: Path) -> None:
