@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 
 from emo_tasks.benchmarks import SampleReader, SampleValues
 from emo_tasks.common import DataError, atomic_write_text, once, sample_dir
-from emo_tasks.settings import SettingsError
+from emo_tasks.settings import SettingsError, cache_dir
 
 SOURCES = ("benchmark", "sample")
 T = TypeVar("T")
@@ -257,3 +257,41 @@ def read_sample_values(
     except Exception as exc:  # noqa: BLE001 - a bad or unmatched log costs the CIs, not the report
         return SampleValues(notes=[f"{task}: could not read per-sample values from {log.name} ({exc!r}); no CIs"])
     return SampleValues(values=values)
+
+
+# ------------------------------------------------------------------------------------------------ media roots
+def media_roots(
+    env: Mapping[str, str],
+    *,
+    sample: str,
+    folder: str,
+    hub_variable: str,
+    hub_default: str | None,
+    variable: str = "",
+) -> list[Path]:
+    """The folders a benchmark's media may come from when a viewer shows a run (`emo-tasks view` places an image
+    only from the run folder or from these): the bundled sample (`<cache>/samples/<sample>`), the data folder the
+    environment names (`EMO_DATA_ROOT/<folder>`, the folder of the file `variable` names) and the Hub cache's
+    folder of the dataset `hub_variable` names (its snapshots and the blobs they link to).  Why folders, not the
+    data's file list: a run's images are named as lmms-eval logged them, and reading the data is not needed to
+    show a run.  Nothing is downloaded or required to exist; a value that names nothing is left out."""
+    roots = [sample_dir(sample, cache_dir(env))]
+    if (env.get("EMO_DATA_ROOT") or "").strip():
+        roots.append(Path(env["EMO_DATA_ROOT"].strip()).expanduser() / folder)
+    if variable and (env.get(variable) or "").strip():
+        roots.append(Path(env[variable].strip()).expanduser().parent)
+    try:
+        repo = hub_id(env, hub_variable, hub_default)
+    except SettingsError:
+        repo = None
+    if repo:
+        roots.append(hub_dataset_folder(repo))
+    return roots
+
+
+def hub_dataset_folder(repo_id: str) -> Path:
+    """Where the Hugging Face cache keeps a dataset repository (`<HF_HUB_CACHE>/datasets--owner--name`: its
+    snapshots, the blobs they link to, and what `mme_emotion.data` extracts beside them); nothing is downloaded."""
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE) / f"datasets--{repo_id.replace('/', '--')}"

@@ -24,11 +24,12 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from emo_tasks.benchmarks import SampleView
+from emo_tasks.datafiles import media_roots as data_media_roots
 from emo_tasks.datafiles import read_sample_log, sample_log
 from judges import media_caches
 from judges.frames import frame_cache_key, render_stats
@@ -71,6 +72,20 @@ FIELD_DOCS = {
     "predicted_labels": "The candidate labels the answer's last step names.",
     "n_steps": "How many reasoning steps were rated.",
 }
+
+
+def media_roots(env: Mapping[str, str]) -> list[Path]:
+    """Where MME-Emotion's media may come from besides the run folder (`emo-tasks view` shows no other): the
+    frames this module writes (`<cache>/view_frames`, made only from the data's own videos), the bundled sample,
+    EMO_DATA_ROOT/mme_emotion and the Hub cache's copy of EMO_MME_HUB_ID."""
+    from emo_tasks.settings import cache_dir
+
+    from .data import HUB_ID
+    from .sample import SAMPLE_VERSION
+
+    roots = data_media_roots(env, sample=f"mme_emotion-{SAMPLE_VERSION}", folder="mme_emotion",
+                             hub_variable="EMO_MME_HUB_ID", hub_default=HUB_ID)  # fmt: skip
+    return [cache_dir(env) / VIEW_FRAMES, *roots]
 
 
 def view_samples(

@@ -10,13 +10,15 @@ image's values are the report's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from emo_tasks.benchmarks import SampleView
+from emo_tasks.datafiles import media_roots as data_media_roots
 from emo_tasks.datafiles import read_sample_log, sample_log, sample_log_values
 
 from .registry import images_of, sample_values
+from .sample import SAMPLE_VERSION
 from .scoring import EMOTIONS, dominant_set
 
 #: What each field of an image's view means (the viewer shows it beside the field).
@@ -37,6 +39,15 @@ def _dominant(values: Sequence[float], defined: bool) -> list[str] | None:
     """The dominant emotions (ties kept, `scoring.dominant_set`), None when not `defined`: predicted scores with a
     missing one, votes that are all "none of the above" (no dominant emotion)."""
     return [EMOTIONS[i] for i in sorted(dominant_set(values))] if defined else None
+
+
+def media_roots(env: Mapping[str, str]) -> list[Path]:
+    """Where MultiEmo-Bench's images may come from besides the run folder (`emo-tasks view` shows no other): the
+    bundled sample, EMO_DATA_ROOT/multiemo, EMO_MULTIEMO_FILE's folder, the Hub cache's copy of
+    EMO_MULTIEMO_HUB_ID."""
+    return data_media_roots(env, sample=f"multiemo-{SAMPLE_VERSION}", folder="multiemo",
+                            variable="EMO_MULTIEMO_FILE", hub_variable="EMO_MULTIEMO_HUB_ID",
+                            hub_default=None)  # fmt: skip
 
 
 def view_samples(run_dir: Path, results_file: Path, task: str) -> list[SampleView]:

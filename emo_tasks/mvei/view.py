@@ -9,12 +9,16 @@ the image is the line's `input_media` (what the model was shown), else the logge
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from emo_tasks.benchmarks import SampleView
+from emo_tasks.datafiles import media_roots as data_media_roots
 from emo_tasks.datafiles import read_sample_log, sample_log, sample_log_values
 
 from .registry import pair_lines, sample_values
+from .sample import SAMPLE_VERSION
+from .settings import HUB_ID
 
 #: What each field of a pair's view means (the viewer shows it beside the field).
 FIELD_DOCS = {
@@ -30,6 +34,13 @@ FIELD_DOCS = {
     "beside the authors' rule, never scored by default.",
     "final": "The majority of the three decisions (the one that is scored).",
 }
+
+
+def media_roots(env: Mapping[str, str]) -> list[Path]:
+    """Where MVEI's images may come from besides the run folder (`emo-tasks view` shows no other): the bundled
+    sample, EMO_DATA_ROOT/mvei, EMO_MVEI_FILE's folder, the Hub cache's copy of the dataset."""
+    return data_media_roots(env, sample=f"mvei-{SAMPLE_VERSION}", folder="mvei", variable="EMO_MVEI_FILE",
+                            hub_variable="EMO_MVEI_HUB_ID", hub_default=HUB_ID)  # fmt: skip
 
 
 def view_samples(run_dir: Path, results_file: Path, task: str) -> list[SampleView]:

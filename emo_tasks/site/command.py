@@ -77,6 +77,8 @@ def main_view(args: Any) -> int:
         print(f"emo-tasks view: {'refused' if refused else 'error'}: {text}", file=sys.stderr)
         return EXIT_REFUSED if refused else EXIT_ERROR
     print(summary["line"])
+    if summary["notice"]:
+        print(summary["notice"], file=sys.stderr)
     return EXIT_OK
 
 
@@ -92,6 +94,8 @@ def write_compare_view(args: Any) -> int:
         print(f"emo-tasks compare: --view: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_REFUSED if isinstance(exc, ExportRefused) else EXIT_ERROR
     print(summary["line"].replace("index.html", "index.html#compare/r1/r2"), file=sys.stderr)
+    if summary["notice"]:
+        print(summary["notice"], file=sys.stderr)
     return EXIT_OK
 
 
@@ -140,6 +144,8 @@ def _build(
     tasks = model.site_tasks(runs)
     by_run = {model.run_id(i): run for i, run in enumerate(runs)}
     image_file = functools.cache(media.image_file)  # each entry looked up once: for the thumbnails, then the pages
+    allowed = _allowed_media(tasks, by_run, env)
+    outside: dict[str, set[Path]] = {rid: set() for rid in by_run}  # per run: the image files not placed
     views: dict[str, list[Any]] = {}
     with (
         staged(out, force) as stage,
@@ -149,15 +155,22 @@ def _build(
             if ts.group:
                 continue
             views[ts.id] = _views(by_run[ts.run], ts)
-            run_dir = by_run[ts.run].path
-            thumbnailer.add(f for v in views[ts.id] for e in v.media if (f := image_file(e, run_dir)) is not None)
+            run_dir, ok = by_run[ts.run].path, allowed[ts.id]
+            files = [f for v in views[ts.id] for e in v.media if (f := image_file(e, run_dir)) is not None]
+            outside[ts.run].update(f for f in files if not ok(f))
+            thumbnailer.add(f for f in files if ok(f))
         tables = build_tables(runs, resamples, seed)  # meanwhile
         thumbs = thumbnailer.names()
-        size = _write_tasks(stage, tasks, views, by_run, thumbs, redact, image_file)
+        size = _write_tasks(stage, tasks, views, by_run, thumbs, redact, image_file, allowed)
+        n_outside = sum(len(files) for files in outside.values())
         overview = {
             "generated_by": f"emo-tasks {__version__}",
             "generated_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "runs": [model.run_data(i, run) for i, run in enumerate(runs)],
+            "runs": [
+                {**model.run_data(i, run), "media_not_shown": len(outside[model.run_id(i)])}
+                for i, run in enumerate(runs)
+            ],
+            "media_not_shown": n_outside,
             "benchmarks": [
                 model.benchmark_data(b, tables, runs, [ts.id for ts in tasks if ts.bench.key == b.key])
                 for b in {ts.bench.key: ts.bench for ts in tasks}.values()
@@ -186,8 +199,31 @@ def _build(
         f"{n_samples} samples, {n_thumbs} thumbnails; {len(files)} files, {size / 1e6:.1f} MB in "
         f"{time.monotonic() - start:.1f} s"
     )
+    files_word = "media file" if n_outside == 1 else "media files"
+    notice = (
+        f"emo-tasks view: {n_outside} {files_word} not shown: outside the run folder and the benchmark's data "
+        "(docs/view.md: What a site may contain)"
+        if n_outside
+        else None
+    )
     return {"runs": len(runs), "tasks": len(tasks), "samples": n_samples, "thumbnails": n_thumbs,
-            "files": len(files), "bytes": size, "line": line}  # fmt: skip
+            "files": len(files), "bytes": size, "line": line, "not_shown": n_outside, "notice": notice}  # fmt: skip
+
+
+def _allowed_media(tasks: list[model.TaskSamples], by_run: dict, env: Mapping[str, str] | None) -> dict[str, Any]:
+    """Per leaf task id, where its media may come from (`media.Allowed`): its run folder (RUN for a result judged
+    into RUN/judged/<judge>/) and its benchmark's data folders (`model.media_roots`).  A run folder is untrusted
+    input: nothing else of this machine goes into a site (docs/view.md, "What a site may contain")."""
+    from emo_tasks.settings import environ
+
+    env = environ() if env is None else env
+    roots = {ts.bench.key: model.media_roots(ts.bench, env) for ts in tasks if not ts.group}
+    by_pair = {
+        (ts.run, ts.bench.key): media.Allowed([by_run[ts.run].path, reader.judged_source(by_run[ts.run].path),
+                                               *roots[ts.bench.key]])
+        for ts in tasks if not ts.group
+    }  # fmt: skip
+    return {ts.id: by_pair[(ts.run, ts.bench.key)] for ts in tasks if not ts.group}
 
 
 def _comparisons(runs: Sequence[Any], tasks: list[model.TaskSamples], resamples: int, seed: int) -> list[dict]:
@@ -236,6 +272,7 @@ def _write_tasks(
     thumbs: dict,
     redact: Redactor,
     image_file: Any = media.image_file,
+    allowed: Mapping[str, Any] | None = None,
 ) -> int:
     """Each leaf task's records in chunk files and every task's meta (a group's from its leaves' records)."""
     size = 0
@@ -246,7 +283,8 @@ def _write_tasks(
             continue
         run = by_run[ts.run]
         task_views = views[ts.id]
-        entries = [model.media_entries(v, run.path, thumbs, image_file) for v in task_views]
+        ok = allowed.get(ts.id) if allowed is not None else None
+        entries = [model.media_entries(v, run.path, thumbs, image_file, ok) for v in task_views]
         ts.records = model.records(task_views, entries)
         for n, chunk in enumerate(ts.chunks()):
             size += write_script(stage / ts.folder / f"{n}.js", f"{ts.id}#{n}", chunk, redact)

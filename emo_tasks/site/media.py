@@ -3,10 +3,11 @@ source file's content (`media/<sha256>.jpg`), so a frame shared by many samples 
 
 Why a cache: the full-scale site shows tens of thousands of video frames; encoding a thumbnail costs far more than
 hashing its source, so each thumbnail is also kept in `<emo-tasks cache>/view_thumbs/` and a later site (of any
-run) links or copies it from there.  A media entry that is not an existing image file Pillow can read gets no
-thumbnail: the page shows it as text.  An image that is a symbolic link is resolved to its regular file
-(`source_file`), so a site and the cache hold regular files only, never a link (broken once placed elsewhere, or
-naming a local path); a cache entry that is not a regular file is made again.
+run) copies it from there.  A site holds copies only, never a hard link (to the cache's file or the user's own),
+and only of files `Allowed` lets in (the run folder, the benchmark's data).  A media entry that is not an existing
+image file Pillow can read gets no thumbnail: the page shows it as text.  An image that is a symbolic link is
+resolved to its regular file (`source_file`), so a site and the cache hold regular files only, never a link
+(broken once placed elsewhere, or naming a local path); a cache entry that is not a regular file is made again.
 
 Why a `Thumbnailer` that takes files while the site is being read: at full scale the thumbnails are most of the
 work and reading the runs' samples is single-threaded Python, so the thumbnails are made meanwhile, in worker
@@ -52,6 +53,24 @@ def image_file(entry: str, run_dir: Path) -> Path | None:
     return None
 
 
+class Allowed:
+    """Where a site's media may come from: `allowed(path)` is whether the file `path` names, after every symbolic
+    link is resolved, lies inside one of `roots` (the run folder, the benchmark's data folders).  Why: a run
+    folder is untrusted input (a leaderboard maintainer views runs others sent), and a link in it or a path in
+    its sample log would otherwise put any file of the maintainer's into a site meant to be published."""
+
+    def __init__(self, roots: Iterable[Path]) -> None:
+        real = {os.path.realpath(r) for r in roots}
+        self.roots = tuple(sorted(r.rstrip(os.sep) + os.sep for r in real))
+        self._seen: dict[Path, bool] = {}  # each file resolved once: for the thumbnails, then the pages
+
+    def __call__(self, path: Path) -> bool:
+        if path not in self._seen:
+            real = os.path.realpath(path) + os.sep
+            self._seen[path] = any(real.startswith(root) for root in self.roots)
+        return self._seen[path]
+
+
 def content_hash(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -87,18 +106,12 @@ def encode(src: Path, dest: Path) -> None:
 
 
 def _place(src: Path, dest: Path) -> None:
-    """`src`'s bytes at `dest` (a small JPEG as it is, or a cached thumbnail): a hard link (no copy; files are
-    never rewritten in place), else a copy written whole or not at all; `dest` already there as a regular file is
-    the same content (its name is the content's hash), placed meanwhile.  `src` is a regular file (`source_file`):
-    a link to a symlink would be a symlink, broken wherever its target is not."""
-    try:
-        os.link(src, dest)
+    """`src`'s bytes at `dest` (a small JPEG as it is, or a cached thumbnail) as a copy, written whole or not at
+    all: never a hard link, which would make the site's file the user's own (one inode: published with it, changed
+    with it) or the cache's; `dest` already there as a regular file is the same content (its name is the content's
+    hash), placed meanwhile.  `src` is a regular file (`source_file`)."""
+    if regular(dest):
         return
-    except FileExistsError:
-        if regular(dest):
-            return  # else a link an older version left (in the cache): replaced below
-    except OSError:  # another file system, or links not allowed
-        pass
     fd, tmp = tempfile.mkstemp(dir=dest.parent, suffix=".part")
     os.close(fd)
     try:

@@ -96,15 +96,30 @@ class TaskSamples:
         return out
 
 
-def media_entries(view: SampleView, run_dir: Path, thumbs: Mapping[Path, str | None], image_file: Any) -> list:
+def media_entries(
+    view: SampleView, run_dir: Path, thumbs: Mapping[Path, str | None], image_file: Any, allowed: Any = None
+) -> list:
     """The media of a sample as the page shows it: {"thumb": "media/<sha>.jpg", "text": entry} for an image with a
-    thumbnail, {"text": entry} for anything else."""
+    thumbnail, {"text": entry, "outside": True} for an image file outside the run and the data (`allowed`, a
+    `media.Allowed`: not placed), {"text": entry} for anything else."""
     out = []
     for entry in view.media:
         path = image_file(entry, run_dir)
+        if path is not None and allowed is not None and not allowed(path):
+            out.append({"text": str(entry), "outside": True})
+            continue
         name = thumbs.get(path) if path is not None else None
         out.append({"thumb": f"media/{name}", "text": str(entry)} if name else {"text": str(entry)})
     return out
+
+
+def media_roots(bench: Benchmark, env: Mapping[str, str]) -> list[Path]:
+    """The folders a benchmark's media may come from besides the run folder: its view module's optional
+    `media_roots(env)` (the bundled sample, the data folder, the Hub cache's copy); none without one."""
+    if not bench.view_samples:
+        return []
+    roots = getattr(sys.modules[load_object(bench.view_samples).__module__], "media_roots", None)
+    return list(roots(env)) if roots is not None else []
 
 
 def records(views: Sequence[SampleView], media: Sequence[list[dict[str, str]]]) -> list[dict[str, Any]]:

@@ -238,6 +238,36 @@ def test_hostile_answers_run_nothing_and_read_as_text(hand_site: Path, tab: Any)
     t.check()
 
 
+def test_media_outside_the_run_are_named_not_shown(tmp_path: Path, tab: Any) -> None:
+    """A run linking to a file outside it (issue 42, item 5): the overview says how many files were left out and
+    why, the sample names the file with the "not shown" mark beside its own image's thumbnail (screenshots:
+    view_outside_overview.png, view_outside_sample.png)."""
+    from PIL import Image
+
+    home, run = tmp_path / "home", tmp_path / "run"
+    home.mkdir()
+    Image.new("RGB", (64, 48), "red").save(home / "private.jpg")
+    mvei_run(run, media_of={0: ["leak.jpg", "images/own.jpg"], 1: [str(home / "private.jpg")]})
+    (run / "images").mkdir()
+    Image.new("RGB", (160, 120), "green").save(run / "images" / "own.jpg")
+    (run / "leak.jpg").symlink_to(home / "private.jpg")
+    proc = run_emo(cli_env(tmp_path / "cache"), "view", str(run), "--out", str(tmp_path / "site"))
+    assert proc.returncode == 0, proc.stderr
+    assert "2 media files not shown: outside the run folder" in proc.stderr
+    t = tab(tmp_path / "site")
+    page = t.open("", "#media-not-shown")
+    notice = page.inner_text("#media-not-shown")
+    assert notice.startswith("2 media files not shown: outside the run and the data. Run R1 names image files")
+    t.shot("view_outside_overview")
+    page = t.open("#mvei_sample/0", "#s-media")
+    media = page.inner_text("main")
+    assert "leak.jpg not shown: outside the run and the data" in media
+    assert page.locator("#s-media img").count() == 1  # its own image only
+    assert page.locator(".outside").count() == 1
+    t.shot("view_outside_sample")
+    t.check()
+
+
 # ------------------------------------------------------------------------------------------------ a real run
 @pytest.fixture(scope="module")
 def real_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:

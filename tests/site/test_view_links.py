@@ -5,8 +5,9 @@ The run is real: lmms-eval's `--model dummy` on `mvei_sample`, whose data folder
 EMO_CACHE_DIR) lists small JPEG images that are links into a `blobs/` folder beside them, as the Hugging Face cache
 lays out a snapshot (`snapshots/<rev>/img.jpg -> ../../blobs/<sha>`).  lmms-eval logs each image's path as the
 model read it (the link): that is what `view` finds in the sample log.  Small JPEGs because a JPEG within the
-thumbnail size is placed as it is (hard-linked), which is where a link was placed as a link.  Each test points the
-links as it needs (relative, absolute, or regular files again) and views the one run through the CLI.
+thumbnail size is placed as it is (hard-linked then, copied now), which is where a link was placed as a link.
+Each test points the links as it needs (relative, absolute, or regular files again) and views the one run through
+the CLI.
 """
 
 from __future__ import annotations
@@ -89,7 +90,10 @@ def linked(tmp_path_factory: pytest.TempPathFactory) -> LinkedRun:
 
 
 def view(linked: LinkedRun, site: Path, cache: Path) -> subprocess.CompletedProcess:
-    return run_emo(cli_env(cache), "view", str(linked.out), "--out", str(site))
+    """The view with a cache of its own (not the run's, which holds the bundled sample): EMO_MVEI_FILE names the
+    run's data, so its folder is the benchmark's data a site may show (docs/view.md, What a site may contain)."""
+    env = cli_env(cache, EMO_MVEI_FILE=str(linked.data / "mvei.json"))
+    return run_emo(env, "view", str(linked.out), "--out", str(site))
 
 
 def check_site(linked: LinkedRun, site: Path) -> None:

@@ -205,12 +205,14 @@ def test_keys_are_unique_and_safe() -> None:
 def test_images_become_thumbnails_named_by_their_content(tmp_path: Path, capsys, monkeypatch) -> None:
     from PIL import Image
 
-    big, clear = tmp_path / "big.png", tmp_path / "clear.png"
+    folder = tmp_path / "run" / "media_in"  # inside the run folder: what a site may show (test_view_trust.py)
+    folder.mkdir(parents=True)
+    big, clear = folder / "big.png", folder / "clear.png"
     Image.new("RGB", (800, 600), "red").save(big)
     Image.new("RGBA", (64, 200), (0, 0, 0, 0)).save(clear)
-    (tmp_path / "fake.jpg").write_text("not an image")
+    (folder / "fake.jpg").write_text("not an image")
     run = mvei_run(
-        tmp_path / "run", media_of={0: [str(big), "images/p0.png"], 1: [str(clear)], 2: [str(tmp_path / "fake.jpg")]}
+        tmp_path / "run", media_of={0: [str(big), "images/p0.png"], 1: [str(clear)], 2: [str(folder / "fake.jpg")]}
     )
     code, _, err = view(capsys, run, "--out", tmp_path / "site")
     assert code == 0, err
@@ -220,9 +222,8 @@ def test_images_become_thumbnails_named_by_their_content(tmp_path: Path, capsys,
     assert recs[0]["media"] == [{"thumb": f"media/{sha}.jpg", "text": str(big)}, {"text": "images/p0.png"}]
     with Image.open(tmp_path / "site" / "media" / f"{sha}.jpg") as im:
         assert im.format == "JPEG" and im.size == (320, 240)
-    assert recs[1]["media"][0]["thumb"].startswith("media/") and recs[2]["media"] == [
-        {"text": str(tmp_path / "fake.jpg")}
-    ]
+    assert recs[1]["media"][0]["thumb"].startswith("media/")
+    assert recs[2]["media"] == [{"text": str(folder / "fake.jpg")}]
     # a second site takes the thumbnails from the cache: nothing is encoded again
     monkeypatch.setattr(media, "encode", lambda src, dest: (_ for _ in ()).throw(AssertionError("encoded again")))
     code, _, err = view(capsys, run, "--out", tmp_path / "site2")

@@ -177,6 +177,7 @@
           h("li", null, "[low, high]: its 95 % confidence interval (percentile bootstrap over the per-sample values, 1,000 resamples)."),
           h("li", null, "(n scored, n failed): samples the judge scored, and samples it could not judge (left out of the judge-based values)."),
           h("li", null, "n/a: the run has no value; the run's notes say why."))),
+      outsideNotice(site),
       runsBlock(site),
       comparisonsBlock(site),
       site.benchmarks.length ? site.benchmarks.map(benchBlock) : h("p", { class: "error" }, "These runs hold no emo-tasks results."),
@@ -603,7 +604,24 @@
       h("div", { class: "thumbs", id: "s-media" }, images.map((m, i) => h("figure", null,
         h("img", { src: m.thumb, alt: `image ${i + 1}: ${m.text}`, loading: "lazy" }),
         h("figcaption", null, `${i + 1}. ${m.text.split("/").pop()}`)))),
-      texts.length ? h("ul", null, texts.map((m) => h("li", null, m.text))) : null);
+      texts.length ? h("ul", null, texts.map((m) => h("li", null, m.text, m.outside ? [" ", outsideBadge()] : null))) : null);
+  }
+
+  // An image the run names outside its own folder and the benchmark's data: named, never placed in the site.
+  const OUTSIDE = "not shown: outside the run and the data";
+  function outsideBadge() {
+    return h("span", { class: "badge warn outside", title: "This file lies outside the run folder and the benchmark's data, so the site does not include it (a run folder may name any file of the machine that wrote the site)." }, OUTSIDE);
+  }
+
+  function outsideNotice(site) {
+    const n = site.media_not_shown || 0;
+    if (!n) return null;
+    const runs = site.runs.filter((r) => r.media_not_shown);
+    return h("p", { class: "notice", id: "media-not-shown" },
+      h("strong", null, `${n} media file${n === 1 ? "" : "s"} ${OUTSIDE}. `),
+      (runs.length === 1 ? `Run ${runs[0].id.toUpperCase()} names image files` : `Runs ${runs.map((r) => `${r.id.toUpperCase()} (${r.media_not_shown})`).join(", ")} name image files`) +
+      " that lie neither inside its run folder nor in the benchmark's data. To keep the files of the machine that wrote this site out of it, " +
+      "the site does not include them: their samples show the file's name instead, marked like this: ", outsideBadge());
   }
 
   // ------------------------------------------------------------------------------------------ details
