@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -235,6 +236,23 @@ def test_submit_only_then_the_same_command_collects_round_by_round(run: dict[str
     assert counters["uploads"] == counters["batches_created"] == len(book(run, "submit_only")["files"])
 
 
+def kill_once_batches_recorded(proc: subprocess.Popen, find_book: Callable[[], Path | None]) -> Path:
+    """kill -9 a waiting `emo-tasks judge --batch` as soon as the batch book it writes (`find_book()`, None while
+    there is none) records a batch id for every file: the moment a crash costs the most (paid, not collected)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        book = find_book()
+        if book is not None and all(f["batch_id"] for f in json.loads(book.read_text())["files"] or [{}]):
+            break
+        assert proc.poll() is None, proc.stderr.read().decode()[-3000:] if proc.stderr else ""
+        time.sleep(0.1)
+    else:
+        pytest.fail("the batches were never recorded")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return book
+
+
 def test_kill_9_between_submit_and_collect_uploads_and_submits_nothing_again(run: dict[str, Any]) -> None:
     slow = Lifecycle(in_progress=50)  # the first batch runs long: the client is waiting when it is killed
     with BatchServer(responder=Model(), expected_api_key=API_KEY, lifecycles=[slow]) as srv:
@@ -244,16 +262,7 @@ def test_kill_9_between_submit_and_collect_uploads_and_submits_nothing_again(run
                "--multiemo-judge", "--batch", "--batch-poll", "30"]  # fmt: skip
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         state = root / "killed" / "emo_tasks_batch" / "state.json"
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if state.exists() and all(f["batch_id"] for f in json.loads(state.read_text())["files"] or [{}]):
-                break
-            assert proc.poll() is None, proc.stderr.read().decode()[-3000:] if proc.stderr else ""
-            time.sleep(0.1)
-        else:
-            pytest.fail("the batches were never recorded")
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+        kill_once_batches_recorded(proc, lambda: state if state.exists() else None)
         before = srv.counters()
         # the same command while the batch still runs: it looks, and sends nothing
         look = batch_judge(run, "killed", srv, "--batch-submit-only")

@@ -16,18 +16,16 @@ that answers `/models` as vLLM does.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import cli_env, run_emo, with_mme_sample
 from fakes import Judge
+from test_batch_stage import kill_once_batches_recorded
 
 from emo_tasks.results.calibration import judge_identity
 from judges.testing import LoopbackServer, last_user_text
@@ -286,19 +284,7 @@ def test_kill_9_during_a_batch_then_models_failing_uploads_nothing_again(run_dir
         env = cli_env(cache, srv, EMO_JUDGE_BACKOFF_BASE="0.01", EMO_JUDGE_BACKOFF_MAX="0.05")
         cmd = [sys.executable, "-m", "emo_tasks", "judge", str(run), "--tasks", TASK, "--batch", "--batch-poll", "30"]
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 120
-        state = None
-        while time.monotonic() < deadline:
-            found = list(run.glob("judged/*/emo_tasks_batch/state.json"))
-            if found and all(f["batch_id"] for f in json.loads(found[0].read_text())["files"] or [{}]):
-                state = found[0]
-                break
-            assert proc.poll() is None, proc.stderr.read().decode()[-3000:] if proc.stderr else ""
-            time.sleep(0.1)
-        else:
-            pytest.fail("the batches were never recorded")
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+        state = kill_once_batches_recorded(proc, lambda: next(run.glob("judged/*/emo_tasks_batch/state.json"), None))
         before = srv.counters()
         srv.models_status = 500
         look = _batch(env, run, "--batch-submit-only")  # the same command while the batch runs: it only looks
