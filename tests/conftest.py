@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -62,6 +63,43 @@ def with_mme_sample(cache: Path) -> Path:
     if not (Path(cache) / "samples").exists():
         shutil.copytree(_generated_mme_sample, Path(cache) / "samples")
     return Path(cache)
+
+
+def build_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """The folder `name`, built by `build(folder)` once per test session, whichever xdist worker asks first.
+
+    Why: several modules need the same lmms-eval run (same model, tasks, answers and env); each built its own, and
+    those runs were most of the suite's time.  The builder runs under a file lock in a folder every worker of the
+    session shares (the parent of the workers' temp roots under xdist); the others wait, then read.  The folder is
+    read-only by agreement: a test that writes into a run works on `private_copy` of it.  A build that raised is
+    removed and retried by the next caller, so a failure is reported by every module that needs it."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # pytest-of-USER/pytest-N/: shared by the session's workers (popen-gwN is below it)
+    folder = base / "built_once" / name
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    done = folder.parent / f"{name}.built"
+    with FileLock(str(folder.parent / f"{name}.lock")):
+        if done.exists():
+            return folder
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir()
+        try:
+            build(folder)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        done.write_text("")
+    return folder
+
+
+def private_copy(src: Path, dst: Path) -> Path:
+    """A copy of a shared run (`build_once`) for a test that writes into it."""
+    shutil.copytree(src, dst, symlinks=True)
+    return dst
 
 
 @pytest.fixture(autouse=True)
