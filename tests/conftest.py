@@ -96,6 +96,32 @@ def build_once(tmp_path_factory: pytest.TempPathFactory, name: str, build: Calla
     return folder
 
 
+def unused_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on and the kernel will not hand out meanwhile.
+
+    Why: a port the kernel picked (`bind(("127.0.0.1", 0))`) and then released can be handed to another socket at any
+    moment, e.g. a connection of the other xdist worker; tests that reuse a port (a response cache keyed on the URL, a
+    rendezvous port, a port that must stay closed) would then meet a stranger.  Ports below the kernel's ephemeral
+    range are never handed out, and each xdist worker draws from a range of its own."""
+    import random
+    import socket
+
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    start = 20000 + (worker % 8) * 1500
+    for port in random.sample(range(start, min(start + 1500, low)), 200):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no unused port in {start}..{min(start + 1500, low)}")
+
+
 def private_copy(src: Path, dst: Path) -> Path:
     """A copy of a shared run (`build_once`) for a test that writes into it."""
     shutil.copytree(src, dst, symlinks=True)

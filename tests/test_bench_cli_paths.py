@@ -84,7 +84,7 @@ def test_the_judge_server_is_a_process_of_its_own_that_the_openai_sdk_talks_to()
     import openai
 
     proc = subprocess.Popen(
-        [sys.executable, str(BENCH / "judge_server.py"), "--latency", "0.3"], stdout=subprocess.PIPE, text=True
+        [sys.executable, str(BENCH / "judge_server.py"), "--latency", "1.5"], stdout=subprocess.PIPE, text=True
     )
     try:
         assert proc.stdout is not None
@@ -97,9 +97,10 @@ def test_the_judge_server_is_a_process_of_its_own_that_the_openai_sdk_talks_to()
             return out.choices[0].message.content or "", time.perf_counter() - t0
 
         answer, fast = ask(bench.EVAL_MODEL, "Which emotion? candidate labels: anger, joy")
-        assert "Answer:" in answer and fast < 0.3  # the evaluated model answers at once
+        # the evaluated model answers at once (well under the judge's 1.5 s, with room for a loaded machine)
+        assert "Answer:" in answer and fast < 0.75
         _, slow = ask("judge-a", "Rating Requirements: the answer has 2 step(s).")
-        assert slow >= 0.3  # a judge answers after --latency
+        assert slow >= 1.5  # a judge answers after --latency
 
         def control(path: str, method: str = "GET") -> dict:
             req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method)

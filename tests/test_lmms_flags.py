@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import API_KEY, cli_env, with_mme_sample
+from conftest import API_KEY, cli_env, unused_port, with_mme_sample
 
 import emo_tasks
 from emo_tasks.multiemo.hooks import POWER_ANALYSIS_MESSAGE
@@ -170,14 +170,6 @@ def responder_for(seen: list[dict[str, Any]]):
     return answer
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def lmms_eval(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess:
     proc = subprocess.run([sys.executable, "-m", "lmms_eval", *args], env=env, cwd=cwd, capture_output=True,
                           text=True, timeout=900)  # fmt: skip
@@ -211,7 +203,7 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     flags = ["--limit", "8", "--offset", "1", "--cache_requests", "delete", "--process_docs_parallel", "1",
              "-b", "2", "--seed", "7", "--write_out", "--show_config", "--log_samples_suffix", "xyz",
              "--process_with_media", "--include_path", str(Path(emo_tasks.__file__).parent)]  # fmt: skip
-    port = free_port()  # one model_args for both runs: the response cache keys on them (base_url included)
+    port = unused_port()  # one model_args for both runs: the response cache keys on them (base_url included)
     for name, extra in (("ref", []), ("flags", flags)):
         with LoopbackServer(responder=responder_for(seen[name]), expected_api_key=API_KEY, port=port) as srv:
             model_args = f"model_version=eval-model,base_url={srv.base_url},api_key={API_KEY},max_frames_num=2"

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import API_KEY, env_without_secrets
+from conftest import API_KEY, env_without_secrets, unused_port
 from test_mme_e2e import FakeJudge
 
 from judges.testing import LoopbackServer, last_user_text
@@ -89,21 +89,13 @@ def _command(mode: str, out: Path) -> list[str]:
     if mode == "single":
         return [sys.executable, str(WRAPPER), *args]
     if mode == "torchrun":
-        return [str(BIN / "torchrun"), "--nproc_per_node", "2", "--master_port", str(_free_port()), str(WRAPPER),
+        return [str(BIN / "torchrun"), "--nproc_per_node", "2", "--master_port", str(unused_port()), str(WRAPPER),
                 *args]  # fmt: skip
     if mode == "accelerate":
         return [str(BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-                "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(_free_port()),
+                "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(unused_port()),
                 str(WRAPPER), *args]  # fmt: skip
     raise ValueError(mode)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _launch(name: str, mode: str, srv: LoopbackServer, judge: CountingJudge, cache_dir: Path, work: Path) -> Launch:

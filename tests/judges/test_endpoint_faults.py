@@ -3,12 +3,11 @@ from (issue 14, items 7-9)."""
 
 from __future__ import annotations
 
-import socket
 import time
 from pathlib import Path
 
 import pytest
-from conftest import API_KEY, fast_env
+from conftest import API_KEY, fast_env, unused_port
 
 from judges import EndpointConfig, JudgeCache, JudgeEngine, JudgeRequest, text_message
 from judges.cache import CacheFileError
@@ -19,14 +18,8 @@ def _req(text: str) -> JudgeRequest:
     return JudgeRequest([text_message("user", text)], model="judge-model")
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_connection_refused_stops_the_batch_at_once_and_says_so(tmp_path: Path, capsys) -> None:
-    base = f"http://127.0.0.1:{_closed_port()}/v1"
+    base = f"http://127.0.0.1:{unused_port()}/v1"
     # defaults that made a dead endpoint cost minutes: 6 tries with backoff from 1 s
     env = {"OPENAI_BASE_URL": base, "OPENAI_API_KEY": API_KEY, "EMO_JUDGE_CONCURRENCY": "4"}
     engine = JudgeEngine(EndpointConfig.from_env(env), cache=None, progress=False)

@@ -5,10 +5,9 @@ body as the SDK's `chat.completions.create` sends."""
 from __future__ import annotations
 
 import json
-import socket
 
 import pytest
-from conftest import API_KEY, fast_env
+from conftest import API_KEY, fast_env, unused_port
 
 from judges import EndpointConfig, JudgeConfigError, JudgeEngine, JudgeRequest, text_message, user_message
 from judges.endpoint import http_client
@@ -68,10 +67,7 @@ def test_faults_end_in_the_same_reasons_on_both_transports(transport: str, fault
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_refused_connection_is_a_connection_failure(transport: str) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    engine = _engine(f"http://127.0.0.1:{port}/v1", transport, EMO_JUDGE_MAX_TRIES="2")
+    engine = _engine(f"http://127.0.0.1:{unused_port()}/v1", transport, EMO_JUDGE_MAX_TRIES="2")
     try:
         (res,) = engine.run([_req("anyone?")])
     finally:

@@ -113,12 +113,14 @@ class FakeJudge:
         wrong_count_once: set[str] | None = None,
         wrong_count_always: set[str] | None = None,
         cut_off: set[str] | None = None,
+        judge_delay_s: float = 0.0,
     ):
         self.judged: dict[str, str] = {}  # audio clue -> the <score> answer that was accepted last
         self.frames: list[int] = []
         self.wrong_once = wrong_count_once or set()
         self.wrong_always = wrong_count_always or set()
         self.cut_off = cut_off or set()
+        self.judge_delay_s = judge_delay_s
 
     def __call__(self, body: dict, attempt: int) -> Reply:
         text = last_user_text(body)
@@ -144,6 +146,8 @@ class FakeJudge:
                 ratings = ratings[:-1] or ["1/1", "1/1"]
             answer = "<score>" + ", ".join(f"Step {i + 1}: {r}" for i, r in enumerate(ratings)) + "</score>"
             self.judged[clue] = answer
+            if self.judge_delay_s:
+                return Reply(kind="sleep", sleep_s=self.judge_delay_s, text=f"Here is my rating.\n{answer}")
             return Reply(text=f"Here is my rating.\n{answer}")
         return Reply(kind="status", status=400, text="unexpected request")
 
@@ -174,7 +178,9 @@ def official_metrics(judged: dict[str, str], skip: set[str] = frozenset()) -> di
 
 @pytest.mark.slow
 def test_sample_with_loopback_judge_matches_official_formulas_and_reruns_from_cache(tmp_path: Path) -> None:
-    fake = FakeJudge()
+    # each judge answer takes 1 s, as a remote judge's does: the one-pipeline check below compares request times, and
+    # with instant answers a step request that a loaded machine (the other xdist worker) started late failed it
+    fake = FakeJudge(judge_delay_s=1.0)
     with LoopbackServer(responder=fake, expected_api_key=API_KEY) as srv:
         env = _env(tmp_path, OPENAI_BASE_URL=srv.base_url, OPENAI_API_KEY=API_KEY)
         results, proc = run_lmms_eval(tmp_path, tmp_path / "out1", env, "--log_samples")
