@@ -13,16 +13,16 @@ from pathlib import Path
 
 CONFTEST = Path(__file__).with_name("conftest.py")
 
-HEADER = f'''
+HEADER = f"""
 import importlib.util, os, time
 from pathlib import Path
 
 spec = importlib.util.spec_from_file_location("emo_conftest", {str(CONFTEST)!r})
 emo = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(emo)
-'''
+"""
 
-MODULE = '''
+MODULE = """
 def test_it_reads_the_shared_folder(tmp_path_factory):
     def build(folder):
         time.sleep(1.5)  # long enough that both workers ask while it is being built
@@ -36,7 +36,7 @@ def test_it_reads_the_shared_folder(tmp_path_factory):
         fh.write(os.environ["PYTEST_XDIST_WORKER"] + "\\n")
     folder = emo.build_once(tmp_path_factory, "shared-run", build)
     assert (folder / "run.txt").read_text() == "answers"
-'''
+"""
 
 
 def _run(tmp_path: Path, *, fail_first: bool) -> tuple[subprocess.CompletedProcess, list[str]]:
