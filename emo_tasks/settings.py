@@ -144,7 +144,8 @@ def cache_dir(env: Mapping[str, str] | None = None) -> Path:
 @dataclass(frozen=True)
 class CommonSettings:
     """What every benchmark shares: where the cache and local data are, progress bars, video remuxing, the largest
-    image (pixels) a data file may list, whether media content hashes are kept across runs."""
+    image (pixels) a data file may list, whether media content hashes are kept across runs, whether omni models
+    hear the videos' audio."""
 
     cache_dir: Path
     data_root: Path | None
@@ -154,6 +155,8 @@ class CommonSettings:
     #: `EMO_FILE_HASH_MEMO`: keep the media files' content hashes across runs, by stat signature
     #: (`judges.filehash`); off, every run reads every file it names
     file_hash_memo: bool = True
+    #: `EMO_MODEL_AUDIO`: give omni model classes each video's audio (`emo_tasks.models.omni`); off only on purpose
+    model_audio: bool = True
 
     @property
     def digest_store(self) -> Path | None:
@@ -171,6 +174,7 @@ class CommonSettings:
             video_remux=flag(env, "EMO_VIDEO_REMUX", True),
             max_image_pixels=max_image_pixels(env),
             file_hash_memo=flag(env, "EMO_FILE_HASH_MEMO", True),
+            model_audio=flag(env, "EMO_MODEL_AUDIO", True),
         )
 
 

@@ -33,6 +33,7 @@ from loguru import logger
 from emo_tasks import subset
 from emo_tasks.common import file_stamp, placeholder_name, row_target
 from emo_tasks.metrics import paired_fields
+from emo_tasks.models import omni
 from emo_tasks.results.layout import ANSWERS_SUFFIX, JUDGE_DIR, JUDGE_LOG_SUFFIX, summary_file
 from emo_tasks.settings import (
     CommonSettings,
@@ -109,9 +110,10 @@ def process_docs(dataset: Any) -> Any:
     if lmms_eval_predict_only() and not (env.get("EMO_JUDGE") or "").strip():
         env["EMO_JUDGE"] = "defer"
     name = placeholder_name(dataset, "MME-Emotion")
+    settings = MMESettings.from_env(env, parse_source(name)[0])
     # before inference: lmms-eval flags that would give wrong numbers (--launcher_args when it judges in process)
-    judged = MMESettings.from_env(env, parse_source(name)[0]).judge_mode == "api"
-    refuse_lmms_flags("MME-Emotion", judged_in_process=judged)
+    refuse_lmms_flags("MME-Emotion", judged_in_process=settings.judge_mode == "api")
+    omni.prepare(settings.common.model_audio)  # an omni class that cannot hear the videos' audio is refused here
     return datasets.Dataset.from_list(load_task(name, env))
 
 
@@ -177,16 +179,17 @@ def doc_to_target(doc: dict[str, Any], model_specific_target_kwargs: Any = None)
 
 def doc_to_messages(doc: dict[str, Any], lmms_eval_specific_kwargs: dict[str, Any] | None = None) -> list[dict]:
     """Chat models: one user turn, the video first, then the prompt (audio-only models get the same file as
-    audio)."""
+    audio).  The Qwen-Omni chat classes, which never read a video's own track, also get its audio as a WAV part
+    after the video (`emo_tasks.models.omni`; EMO_MODEL_AUDIO=off leaves it out)."""
     kw = _kwargs(lmms_eval_specific_kwargs)
     media_type = "audio" if kw.get("medium") == "audio" else "video"
     video = doc_to_visual(doc)[0]
-    return [
-        {
-            "role": "user",
-            "content": [{"type": media_type, "url": video}, {"type": "text", "text": doc_to_text(doc, kw)}],
-        }
-    ]
+    content: list[dict[str, Any]] = [{"type": media_type, "url": video}]
+    wav = omni.audio_part(doc["video_path"], _common(doc).cache_dir) if media_type == "video" else None
+    if wav is not None:
+        content.append({"type": "audio", "url": wav})
+    content.append({"type": "text", "text": doc_to_text(doc, kw)})
+    return [{"role": "user", "content": content}]
 
 
 def process_results(doc: dict[str, Any], results: Sequence[Any]) -> dict[str, dict[str, Any]]:
