@@ -27,11 +27,12 @@ MEMBERS = {"emobench_m": tuple(s.task for s in scenarios().values()),
 
 
 def sample_lines(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """row id -> its line of a task's sample log (whose `accuracy` holds the record); a row on two lines is a
+    """`<scenario>/<row id>` -> its line of a task's sample log (whose `accuracy` holds the record): the key
+    carries the scenario, so a group pooling its scenarios' samples keeps them apart.  A row on two lines is a
     DataError naming it."""
     lines: dict[str, dict[str, Any]] = {}
     for line in rows:
-        row_id = str(line["accuracy"]["row_id"])
+        row_id = f"{line['accuracy']['scenario']}/{line['accuracy']['row_id']}"
         if row_id in lines:
             raise DataError(f"row id {row_id!r} is on two lines of the sample log; each row is logged once")
         lines[row_id] = line
@@ -39,7 +40,7 @@ def sample_lines(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def sample_values(rows: list[dict[str, Any]]) -> dict[str, dict[Any, float]]:
-    """{metric: {row id: value}} from a task's sample-log lines."""
+    """{metric: {`<scenario>/<row id>`: value}} from a task's sample-log lines."""
     units = {row_id: sample_result(line["accuracy"]) for row_id, line in sample_lines(rows).items()}
     return scoring.TABLE.per_sample_values(units)
 
