@@ -61,7 +61,9 @@ def load_docs(root: Path, sc: Scenario, source: str = "benchmark") -> list[dict[
     if not isinstance(rows, list) or not rows:
         raise DataError(f"{path}: expected a non-empty JSON list of rows, found {type(rows).__name__}")
     seen_labels = {g for g in (_gold_label(r, sc) for r in rows) if g}
-    labels = tuple(dict.fromkeys([*sc.labels, *sorted(seen_labels)])) if sc.kind == scoring.CLASSIFICATION else sc.labels
+    labels = (
+        tuple(dict.fromkeys([*sc.labels, *sorted(seen_labels)])) if sc.kind == scoring.CLASSIFICATION else sc.labels
+    )
     docs, missing, ids = [], [], {}
     for i, row in enumerate(rows):
         where = f"{path} row {i}"

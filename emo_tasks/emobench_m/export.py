@@ -83,7 +83,9 @@ def export_emobench_m_official(
             raise not_judged(run_dir, f"{run.results_file.name} holds no EmoBench-M metrics for {task}")
         log = sample_log(run.path, run.results_file, task)
         if log is None:
-            raise ExportError(f"{run_dir}: no sample log *_samples_{task}.jsonl (the answers); rerun with --log_samples")
+            raise ExportError(
+                f"{run_dir}: no sample log *_samples_{task}.jsonl (the answers); rerun with --log_samples"
+            )
         sc = by_task[task]
         records = [_record(line["accuracy"]) for line in sample_lines(read_sample_log(log)).values()]
         name = f"{_FOLDER[sc.kind]}/{sc.file}"

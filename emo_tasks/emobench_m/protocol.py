@@ -47,8 +47,15 @@ def protocol() -> dict[str, Any]:
 def scenarios() -> dict[str, Scenario]:
     """key -> Scenario, in the protocol's order."""
     return {
-        key: Scenario(key, s["title"], s["file"], s["folder"], s["kind"], tuple(s.get("labels") or ()),
-                      tuple(s.get("intents") or ()))  # fmt: skip
+        key: Scenario(
+            key,
+            s["title"],
+            s["file"],
+            s["folder"],
+            s["kind"],
+            tuple(s.get("labels") or ()),
+            tuple(s.get("intents") or ()),
+        )  # fmt: skip
         for key, s in protocol()["scenarios"].items()
     }
 

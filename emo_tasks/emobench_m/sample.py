@@ -28,7 +28,9 @@ _REASONS = (
 )
 
 
-def write_clip(path: Path, *, seconds: float = 2.0, fps: int = 8, size: tuple[int, int] = (64, 48), seed: int = 0) -> Path:
+def write_clip(
+    path: Path, *, seconds: float = 2.0, fps: int = 8, size: tuple[int, int] = (64, 48), seed: int = 0
+) -> Path:
     """A short deterministic .mp4 (H.264 video, AAC audio), written under a temporary name and renamed."""
     import av
     import numpy as np

@@ -1,5 +1,5 @@
-# Vendored, unchanged but for this header and `# noqa` marks: the two rule-based scoring functions of EmoBench-M's
-# official evaluation script, so that tests/emobench_m/test_emobench_m_scoring.py runs THEIR scorer beside ours.
+# Vendored unchanged but for this header (lint and format off below): the two rule-based scoring functions of
+# EmoBench-M's official evaluation script, so that test_emobench_m_scoring.py runs THEIR scorer beside ours.
 #   repository: https://github.com/Emo-gml/EmoBench-M
 #   path:       EmoBench-M_eval.py (functions evaluate_classification and evaluate_joint, lines 39-97)
 #   commit:     8916147171a58ea2cf2164de5044adb4c04b523e (2025-10-20)
@@ -7,6 +7,7 @@
 # Only the imports these two functions need are kept (the script also imports nltk, rouge_score and bert_score at
 # the top for its generation mode, which is not vendored).
 # ruff: noqa
+# fmt: off
 import os
 import json
 import argparse

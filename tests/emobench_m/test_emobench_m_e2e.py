@@ -50,7 +50,9 @@ def test_the_sample_runs_offline_and_scores(run: Path) -> None:
     assert res["emobench_m_sample_mosi"]["coverage,none"] == 100.0
     # every classification scenario's first row is "neutral" but FGMSA's (weak negative) and the true/false ones
     assert res["emobench_m_sample_fgmsa"]["accuracy,none"] == 0.0
-    assert res["emobench_m_sample_smile"]["bleu,none"] == 0.0 and res["emobench_m_sample_smile"]["accuracy,none"] is None
+    assert (
+        res["emobench_m_sample_smile"]["bleu,none"] == 0.0 and res["emobench_m_sample_smile"]["accuracy,none"] is None
+    )
 
 
 @pytest.mark.slow

@@ -50,7 +50,10 @@ def test_classification_matches_the_authors_code(tmp_path: Path, key: str, seed:
     sums with numpy), and the task metrics are the same numbers x 100."""
     sc, rng = SCENARIOS[key], random.Random(seed)
     golds = [rng.choice(sc.labels) for _ in range(60)]
-    units = [scoring.score_sample(sc.kind, a, g, sc.labels) for a, g in zip(_answers(rng, list(sc.labels), 60), golds)]
+    units = [
+        scoring.score_sample(sc.kind, a, g, sc.labels)
+        for a, g in zip(_answers(rng, list(sc.labels), 60), golds, strict=True)
+    ]
     records = [{"video": f"{i}.mp4", "expected_value": u.gold, "predicted_value": u.predicted}
                for i, u in enumerate(units)]  # fmt: skip
     theirs = _theirs_classification(tmp_path, records)
