@@ -23,6 +23,7 @@ _MODULES = {
     "mme": "emo_tasks.mme_emotion.registry",
     "mvei": "emo_tasks.mvei.registry",
     "multiemo": "emo_tasks.multiemo.registry",
+    "emobench_m": "emo_tasks.emobench_m.registry",
 }
 
 

@@ -25,7 +25,25 @@ GENERIC_FOLDERS = ("results", "judging", "gate", "site")
 GENERIC = tuple(
     sorted(str(p.relative_to(PACKAGE).with_suffix("")) for f in GENERIC_FOLDERS for p in (PACKAGE / f).glob("*.py"))
 ) + ("vlmeval/__init__", "vlmeval/runfolder", "common", "datafiles", "images", "settings", "subset", "cliargs")
-NAMES = re.compile(r"mme|mvei|multiemo", re.IGNORECASE)
+
+
+def _benchmark_folders() -> tuple[str, ...]:
+    """Each registered benchmark's folder (the package its hooks live in): the registry says which there are, so a
+    benchmark added with its folder and its line in `_MODULES` is checked with no edit here."""
+    from emo_tasks.benchmarks import all_benchmarks
+
+    return tuple(b.hooks.split(".")[1] for b in all_benchmarks())
+
+
+def _names_pattern() -> re.Pattern[str]:
+    """Every registered benchmark's key and folder name ("_" matching "-" too: export formats use dashes)."""
+    from emo_tasks.benchmarks import _MODULES
+
+    names = {*_MODULES, *_benchmark_folders()}
+    return re.compile("|".join(sorted(re.escape(n).replace("_", "[_-]") for n in names)), re.IGNORECASE)
+
+
+NAMES = _names_pattern()
 
 
 def _docstring_lines(tree: ast.AST) -> set[int]:
@@ -85,7 +103,7 @@ def test_every_benchmark_folder_has_its_own_parts() -> None:
 #: the benchmark kit and the command line's helpers at the top level; reading runs; judging them; gating on them;
 #: the VLMEvalKit host; the benchmarks; the results site; the command line.
 LAYERS = ("judges", "emo_tasks", "results", "judging", "gate", "vlmeval", "benchmark", "site", "cli")
-BENCHMARK_FOLDERS = ("mme_emotion", "mvei", "multiemo")
+BENCHMARK_FOLDERS = _benchmark_folders()
 
 
 def _modules() -> dict[str, Path]:

@@ -1,0 +1,127 @@
+"""lmms-eval hooks for EmoBench-M: thin adapters; the label reading and the metrics come from the pure `scoring`.
+
+Each scenario is one task (`dataset_name: emobench_m/<benchmark|sample>/<scenario>`); the model is given the video
+file (its audio track included: omni models hear it) and the authors' prompt from the data.  `process_results`
+reads the label (or the emotion and intent, or keeps the generated text) and records the sample as the authors'
+input JSON would hold it; `evaluate` computes the task's metrics once for all its aggregations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from emo_tasks import subset
+from emo_tasks.common import DataError, placeholder_name, row_target
+from emo_tasks.datafiles import SOURCES
+from emo_tasks.metrics import paired_fields
+from emo_tasks.settings import environ, refuse_batch_judge, refuse_lmms_flags
+
+from . import scoring
+from .data import load_docs
+from .protocol import scenario, scenarios
+from .run_state import STATE
+from .sample import sample_root
+from .settings import EmoBenchMSettings
+
+#: The doc fields that identify a sample in `doc_to_target` (portable: no machine's absolute path).
+TARGET_FIELDS = ("row_id", "scenario", "video", "prompt", "gold", "gold_intent", "data_source")
+
+
+def split_name(dataset_name: str) -> tuple[str, str]:
+    """(source, scenario key) of `emobench_m/<source>/<scenario>`; a DataError for anything else."""
+    parts = dataset_name.split("/")
+    if len(parts) != 3 or parts[0] != "emobench_m" or parts[1] not in SOURCES or parts[2] not in scenarios():
+        raise DataError(
+            f"dataset_name must be emobench_m/<benchmark|sample>/<scenario> with a scenario among "
+            f"{', '.join(scenarios())}; got {dataset_name!r}"
+        )
+    return parts[1], parts[2]
+
+
+def load_task(dataset_name: str, env: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The validated docs of a task's `dataset_name`, in order (doc_id = index), with the settings read from
+    `env` (registered for `evaluate`).  A bad setting or row stops here, before any inference."""
+    source, key = split_name(dataset_name)
+    refuse_batch_judge(env)
+    settings = EmoBenchMSettings.from_env(env, source)
+    root = sample_root(settings.common.cache_dir) if source == "sample" else settings.root
+    assert root is not None
+    docs = subset.restrict(dataset_name, load_docs(root, scenario(key), source), subset_unit, env)
+    STATE.sources.put(source, settings)
+    return docs
+
+
+def subset_unit(doc: Mapping[str, Any]) -> str:
+    """A sample's key in a subset file (`emo_tasks.subset`) and in the report: its row id."""
+    return str(doc["row_id"])
+
+
+def subset_stratum(doc: Mapping[str, Any]) -> str:
+    """The category a gate subset is stratified by (`emo-tasks plan-gate`): the gold label."""
+    return str(doc["gold"]) if doc["kind"] != scoring.GENERATION else "generation"
+
+
+def process_docs(dataset: Any) -> Any:
+    """Replace lmms-eval's placeholder row with the validated docs (`load_task` with the process environment)."""
+    import datasets
+
+    refuse_lmms_flags("EmoBench-M")
+    return datasets.Dataset.from_list(load_task(placeholder_name(dataset, "EmoBench-M"), environ()))
+
+
+def doc_to_target(doc: dict[str, Any], model_specific_target_kwargs: Any = None) -> str:
+    """The gold answer plus a hash of the sample's portable content (`TARGET_FIELDS`), logged per sample."""
+    return row_target(doc["gold"], {key: doc[key] for key in TARGET_FIELDS})
+
+
+def doc_to_visual(doc: dict[str, Any]) -> list[str]:
+    """`[video_path]`: the clip with its audio track, as lmms-eval's video and omni models take it."""
+    return [doc["video_path"]]
+
+
+def doc_to_text(doc: dict[str, Any], lmms_eval_specific_kwargs: dict[str, Any] | None = None) -> str:
+    """The authors' prompt from the data.  kwargs: `pre_prompt`, `post_prompt` (text around it)."""
+    kw = dict(lmms_eval_specific_kwargs or {})
+    return f"{kw.get('pre_prompt', '')}{doc['prompt']}{kw.get('post_prompt', '')}"
+
+
+def _answer(results: Sequence[Any]) -> str:
+    first = results[0] if results else ""
+    first = first[0] if isinstance(first, (list, tuple)) and first else first
+    return "" if first is None else str(first)
+
+
+def process_results(doc: dict[str, Any], results: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    """Score one answer (`scoring.score_sample`) and record it for every metric."""
+    answer = _answer(results)
+    unit = scoring.score_sample(doc["kind"], answer, doc["gold"], doc["labels"], doc["intents"], doc["gold_intent"])
+    record = {
+        "row_id": doc["row_id"],
+        "scenario": doc["scenario"],
+        "video": doc["video"],
+        "answer": answer,
+        **sample_record(unit),
+        "data_source": doc.get("data_source", "benchmark"),
+        **paired_fields(scoring.TABLE, scoring.TABLE.paired.per_sample(unit)),  # type: ignore[union-attr]
+    }
+    return {metric: record for metric in scoring.TABLE.names}
+
+
+def sample_record(unit: scoring.SampleResult) -> dict[str, Any]:
+    """The fields of a `SampleResult` as logged (the inverse of `sample_result`)."""
+    return {"kind": unit.kind, "gold": unit.gold, "predicted": unit.predicted, "parsed": unit.parsed,
+            "gold_intent": unit.gold_intent, "predicted_intent": unit.predicted_intent, "bleu": unit.bleu,
+            "rouge_l": unit.rouge_l, "bert_score": unit.bert_score}  # fmt: skip
+
+
+def sample_result(record: Mapping[str, Any]) -> scoring.SampleResult:
+    """A logged `process_results` record as the sample's per-sample unit."""
+    return scoring.SampleResult(**{k: record.get(k) for k in sample_record(scoring.SampleResult("", "", "", False))})
+
+
+def evaluate(items: Sequence[dict[str, Any]], args: Any = None) -> dict[str, Any]:
+    """The task's metrics, computed once for all its metric aggregations (keyed by the settings and records)."""
+    settings = tuple(STATE.sources.get(s) for s in sorted({r.get("data_source", "benchmark") for r in items}))
+    key = (settings, tuple((r["scenario"], r["row_id"], r["answer"]) for r in items))
+    return STATE.memo.get(key, lambda: scoring.task_metrics([sample_result(r) for r in items]))
