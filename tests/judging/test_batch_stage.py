@@ -46,6 +46,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The predict-only run, and its synchronous stage's numbers (with MultiEmo's judge)."""
     root = tmp_path_factory.mktemp("batch")
     out = predicted_sample_run(tmp_path_factory) / "run"  # the session's shared run, read only (every judge --out)
+    assert sorted(out.rglob("*_results.json")) and sorted(out.rglob("*_samples_mvei_sample.jsonl"))
     with LoopbackServer(responder=Model(), expected_api_key=API_KEY) as srv:
         proc = run_emo(_env(with_mme_sample(root / "cache_sync"), srv), "judge", str(out), "--out", str(root / "sync"),
                        "--multiemo-judge")  # fmt: skip

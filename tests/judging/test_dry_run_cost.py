@@ -44,7 +44,9 @@ def emo(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One `--predict_only --log_samples` run of the MME-Emotion sample: answers saved, nothing judged.  The
     session's shared run (tests/shared_runs.py, also test_fingerprint_stage's), read only: every judge here --out."""
-    return dummy_mme_predicted_run(tmp_path_factory) / "run"
+    out = dummy_mme_predicted_run(tmp_path_factory) / "run"
+    assert sorted(out.rglob("*_samples_mme_emotion_sample_*.jsonl"))
+    return out
 
 
 def dry_table(text: str) -> tuple[list[dict[str, str]], list[str]]:

@@ -504,6 +504,7 @@ def test_loopback_judged_sample_run_exports(tmp_path: Path, tmp_path_factory: py
     from emo_tasks.results.reader import load_run
 
     out = judged_sample_run(tmp_path_factory) / "run"
+    assert sorted(out.rglob("*_results.json"))
     mme = mme_export.export_mme_official(out, tmp_path / "mme", "loopback")
     summary = json.loads((mme / "summary.json").read_text())
     assert len(summary["tasks"]) == 8

@@ -429,6 +429,7 @@ def judged_later(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     answers are `fakes.Model`'s whatever `per_model` says, which changes only the judges' ratings."""
     root = tmp_path_factory.mktemp("view_judged")
     out = private_copy(predicted_sample_run(tmp_path_factory) / "run", root / "run")
+    assert sorted(out.rglob("*_results.json"))
     with LoopbackServer(responder=Model(per_model=True), expected_api_key=API_KEY) as srv:
         env = cli_env(with_mme_sample(root / "cache"), srv)
         judge = run_emo(env, "judge", str(out))
