@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ _ENV_VARS = [
 
 
 _generated_mme_sample: Path | None = None
+_generating_mme_sample = threading.Lock()  # a module fixture may build runs in threads
 
 
 def with_mme_sample(cache: Path) -> Path:
@@ -55,11 +57,12 @@ def with_mme_sample(cache: Path) -> Path:
     from emo_tasks.mme_emotion.sample import sample_root
 
     global _generated_mme_sample
-    if _generated_mme_sample is None:
-        root = Path(tempfile.mkdtemp(prefix="emo_mme_sample_"))
-        atexit.register(shutil.rmtree, root, True)
-        sample_root(root)
-        _generated_mme_sample = root / "samples"
+    with _generating_mme_sample:
+        if _generated_mme_sample is None:
+            root = Path(tempfile.mkdtemp(prefix="emo_mme_sample_"))
+            atexit.register(shutil.rmtree, root, True)
+            sample_root(root)
+            _generated_mme_sample = root / "samples"
     if not (Path(cache) / "samples").exists():
         shutil.copytree(_generated_mme_sample, Path(cache) / "samples")
     return Path(cache)

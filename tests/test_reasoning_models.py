@@ -2,7 +2,8 @@
 reasoning block full of decoys (the other verdict, a wrong label, "Score: 5") before the answer
 (`fakes.ReasoningModel`).
 
-Three runs of the three sample tasks, made once: A the same answers without reasoning (`fakes.Model`), R the
+Three runs of the three sample tasks, made once: A the same answers without reasoning (`fakes.Model`; the session's
+shared judged run, tests/shared_runs.py), R the
 reasoning model with lmms-eval's default `--reasoning_tags` (think and analysis stripped), N the reasoning model
 with `--reasoning_tags none` (docs/lmms_eval.md#reasoning-models says what our readers then do).
 """
@@ -17,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import API_KEY, cli_env, run_emo
-from fakes import Model, ReasoningModel
+from conftest import API_KEY, cli_env, run_emo, with_mme_sample
+from fakes import ReasoningModel
+from shared_runs import TASKS, judged_sample_run
 
 from judges.testing import LoopbackServer
 
-TASKS = "mme_emotion_sample,mvei_sample,multiemo_sample"
 REASONING = ("<think>", "</think>", "<analysis>", "</analysis>")
 pytestmark = pytest.mark.slow
 
@@ -65,20 +66,22 @@ def flat(value: Any) -> list[str]:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("reasoning")
 
-    def run(name: str, model: Model, *flags: str) -> Path:
+    def run(name: str, model: ReasoningModel, *flags: str) -> Path:
         with LoopbackServer(responder=model, expected_api_key=API_KEY) as srv:  # one server per run (MVEI repeats)
             out = root / name
             args = f"model_version=eval-model,base_url={srv.base_url},api_key={API_KEY},max_frames_num=4"
             cmd = [sys.executable, "-m", "lmms_eval", "--model", "openai", "--model_args", args, "--tasks", TASKS,
                    "--batch_size", "1", "--log_samples", "--output_path", str(out), *flags]  # fmt: skip
-            proc = subprocess.run(cmd, env=_env(root / f"cache_{name}", srv), capture_output=True, text=True,
-                                  timeout=900, cwd=root)  # fmt: skip
+            env = _env(with_mme_sample(root / f"cache_{name}"), srv)
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=root)
             assert sorted(out.rglob("*_results.json")), proc.stdout[-2000:] + proc.stderr[-4000:]
         return out
 
-    models = {"A": Model(), "R": ReasoningModel(), "N": ReasoningModel()}
+    # A is the session's shared judged run (tests/shared_runs.py, also test_judge_stage's A), read as it is; its
+    # server's requests are no test's business here (only R's and N's are read), so `models` has no "A"
+    models = {"R": ReasoningModel(), "N": ReasoningModel()}
     with ThreadPoolExecutor(max_workers=3) as pool:
-        a = pool.submit(run, "A", models["A"])
+        a = pool.submit(lambda: judged_sample_run(tmp_path_factory) / "run")
         r = pool.submit(run, "R", models["R"])
         n = pool.submit(run, "N", models["N"], "--reasoning_tags", "none")
         return {"A": a.result(), "R": r.result(), "N": n.result(), "root": root, "models": models}

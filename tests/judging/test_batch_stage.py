@@ -1,12 +1,12 @@
 """`emo-tasks judge --batch`: the judge stage through the Files and Batches API of a loopback provider.
 
-One `--predict_only` run of the three sample tasks (the real lmms-eval CLI, `--model openai` at a loopback server
-that answers per document) is judged once synchronously (the reference numbers) and then through
-`judges.testing_batches.BatchServer` in each life cycle a provider has: completed; expired and cancelled with part
-of the lines run; failed (refused, then resubmitted; or sent directly with --batch-fallback sync); lines that come
-back as errors or unusable answers.  Each time the numbers must equal the synchronous stage's bit for bit, and the
-server's counters say what was uploaded, submitted and run.  A `kill -9` between submit and collect, and answers
-lost on the wire, must upload and submit nothing twice.
+One `--predict_only` run of the three sample tasks (the real lmms-eval CLI, `--model openai` at a loopback server that
+answers per document; the session's shared run, tests/shared_runs.py) is judged once synchronously (the reference
+numbers) and then through `judges.testing_batches.BatchServer` in each life cycle a provider has: completed; expired and
+cancelled with part of the lines run; failed (refused, then resubmitted; or sent directly with --batch-fallback sync);
+lines that come back as errors or unusable answers.  Each time the numbers must equal the synchronous stage's bit for
+bit, and the server's counters say what was uploaded, submitted and run.  A `kill -9` between submit and collect, and
+answers lost on the wire, must upload and submit nothing twice.
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import API_KEY, cli_env, run_emo
+from conftest import API_KEY, cli_env, run_emo, with_mme_sample
 from fakes import Model
-from test_judge_stage import _lmms, _results, judge_calls, values
+from shared_runs import predicted_sample_run
+from test_judge_stage import _results, judge_calls, values
 
 from judges.testing import LoopbackServer, Reply, last_user_text
 from judges.testing_batches import BatchServer, Lifecycle
@@ -44,12 +45,10 @@ def _env(cache: Path, srv: LoopbackServer, **extra: str) -> dict[str, str]:
 def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The predict-only run, and its synchronous stage's numbers (with MultiEmo's judge)."""
     root = tmp_path_factory.mktemp("batch")
+    out = predicted_sample_run(tmp_path_factory) / "run"  # the session's shared run, read only (every judge --out)
+    assert sorted(out.rglob("*_results.json")) and sorted(out.rglob("*_samples_mvei_sample.jsonl"))
     with LoopbackServer(responder=Model(), expected_api_key=API_KEY) as srv:
-        out = root / "B"
-        proc = _lmms(out, _env(root / "cache_run", srv), srv, "--predict_only")
-        assert sorted(out.rglob("*_results.json")), proc.stdout[-2000:] + proc.stderr[-4000:]
-    with LoopbackServer(responder=Model(), expected_api_key=API_KEY) as srv:
-        proc = run_emo(_env(root / "cache_sync", srv), "judge", str(out), "--out", str(root / "sync"),
+        proc = run_emo(_env(with_mme_sample(root / "cache_sync"), srv), "judge", str(out), "--out", str(root / "sync"),
                        "--multiemo-judge")  # fmt: skip
         assert proc.returncode == 0, proc.stderr[-4000:]
         sync_calls = len(judge_calls(srv))
@@ -66,8 +65,9 @@ def batch_judge(
 ) -> subprocess.CompletedProcess:
     """`emo-tasks judge B --multiemo-judge --batch --batch-poll 0 FLAGS` into root/name, cache root/cache_name."""
     root = run["root"]
-    return run_emo(_env(root / f"cache_{name}", srv, **env), "judge", str(run["run"]), "--out", str(root / name),
-                   "--multiemo-judge", "--batch", "--batch-poll", "0", *flags)  # fmt: skip
+    env_ = _env(with_mme_sample(root / f"cache_{name}"), srv, **env)
+    return run_emo(env_, "judge", str(run["run"]), "--out", str(root / name), "--multiemo-judge", "--batch",
+                   "--batch-poll", "0", *flags)  # fmt: skip
 
 
 def book(run: dict[str, Any], name: str) -> dict[str, Any]:
@@ -257,7 +257,7 @@ def test_kill_9_between_submit_and_collect_uploads_and_submits_nothing_again(run
     slow = Lifecycle(in_progress=50)  # the first batch runs long: the client is waiting when it is killed
     with BatchServer(responder=Model(), expected_api_key=API_KEY, lifecycles=[slow]) as srv:
         root = run["root"]
-        env = _env(root / "cache_killed", srv)
+        env = _env(with_mme_sample(root / "cache_killed"), srv)
         cmd = [sys.executable, "-m", "emo_tasks", "judge", str(run["run"]), "--out", str(root / "killed"),
                "--multiemo-judge", "--batch", "--batch-poll", "30"]  # fmt: skip
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -307,7 +307,7 @@ def test_vllm_run_batch_round_trip_gives_the_synchronous_numbers(run: dict[str, 
     the loopback judge's answers), then `--batch-results DIR`, round after round; no endpoint is configured."""
     root = run["root"]
     files = root / "vllm_files"
-    env = cli_env(root / "cache_vllm", None, TZ="UTC")
+    env = cli_env(with_mme_sample(root / "cache_vllm"), None, TZ="UTC")
     tests_dir = str(Path(__file__).resolve().parent.parent)
     runner_env = {**env, "PYTHONPATH": os.pathsep.join([tests_dir, env.get("PYTHONPATH", "")])}
     base = ["judge", str(run["run"]), "--out", str(root / "vllm"), "--multiemo-judge"]
@@ -336,8 +336,8 @@ def test_vllm_run_batch_round_trip_gives_the_synchronous_numbers(run: dict[str, 
 def plain_judge(run: dict[str, Any], name: str, srv: LoopbackServer, *flags: str) -> subprocess.CompletedProcess:
     """`emo-tasks judge B --multiemo-judge FLAGS` (no --batch) into root/name, cache root/cache_name."""
     root = run["root"]
-    return run_emo(_env(root / f"cache_{name}", srv), "judge", str(run["run"]), "--out", str(root / name),
-                   "--multiemo-judge", *flags)  # fmt: skip
+    env = _env(with_mme_sample(root / f"cache_{name}"), srv)
+    return run_emo(env, "judge", str(run["run"]), "--out", str(root / name), "--multiemo-judge", *flags)
 
 
 def test_a_plain_judge_after_submit_only_refuses_and_batch_cancel_keeps_what_ran_and_judges_the_rest(

@@ -14,19 +14,18 @@ import io
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import API_KEY, cli_env, run_emo, with_mme_sample
 from fakes import Judge
+from shared_runs import dummy_mme_predicted_run
 
 from emo_tasks.judging.dryrun import STAND_IN_BASE_URL, dry_run_env
 from emo_tasks.mme_emotion.dry_run import AUDIO_ANSWER_TOKENS, JUDGE_ANSWER_TOKENS, STEP_ANSWER_TOKENS
 from judges.config import JudgeConfigError
 from judges.testing import LoopbackServer, Reply, last_user_text
 
-ANSWER = "The brows are lowered and the voice is loud. Answer: anger"
 PRICES = {"gpt-4.1-2025-04-14": (2.0, 8.0), "gpt-4o-2024-11-20": (2.5, 10.0)}  # the paper's step and judge models
 PRICE_FLAGS = [arg for model, (i, o) in PRICES.items() for arg in ("--price", f"{model}={i:g}/{o:g}")]
 TYPICAL = {"step": STEP_ANSWER_TOKENS, "judge": JUDGE_ANSWER_TOKENS}
@@ -43,15 +42,10 @@ def emo(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One `--predict_only --log_samples` run of the MME-Emotion sample: answers saved, nothing judged."""
-    root = tmp_path_factory.mktemp("dry_cost")
-    out = root / "run"
-    env = _base_env(root / "cache_run")
-    cmd = [sys.executable, "-m", "lmms_eval", "--model", "dummy", "--model_args", f"response={ANSWER}",
-           "--tasks", "mme_emotion_sample", "--batch_size", "1", "--output_path", str(out), "--predict_only",
-           "--log_samples"]  # fmt: skip
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=root)
-    assert sorted(out.rglob("*_samples_mme_emotion_sample_*.jsonl")), proc.stdout[-2000:] + proc.stderr[-4000:]
+    """One `--predict_only --log_samples` run of the MME-Emotion sample: answers saved, nothing judged.  The
+    session's shared run (tests/shared_runs.py, also test_fingerprint_stage's), read only: every judge here --out."""
+    out = dummy_mme_predicted_run(tmp_path_factory) / "run"
+    assert sorted(out.rglob("*_samples_mme_emotion_sample_*.jsonl"))
     return out
 
 

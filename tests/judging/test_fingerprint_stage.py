@@ -1,6 +1,6 @@
 """The judge fingerprint and the presets through the real CLIs (issue 34, items 3 and 4): one `--predict_only
---log_samples` lmms-eval run of an MME-Emotion sample task, judged by `emo-tasks judge` against a loopback server
-that answers `/models` as vLLM does.
+--log_samples` lmms-eval run of the MME-Emotion sample (shared, tests/shared_runs.py), one of its tasks judged by
+`emo-tasks judge` against a loopback server that answers `/models` as vLLM does.
 
 - the fingerprint is recorded in the judge setup, the judged summary and the export's provenance, the same
   everywhere, and the same on a rerun (which sends 0 chat requests and lands in the same folder);
@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import cli_env, run_emo, with_mme_sample
+from conftest import cli_env, private_copy, run_emo, with_mme_sample
 from fakes import Judge
+from shared_runs import dummy_mme_predicted_run
 from test_batch_stage import kill_once_batches_recorded
 
 from emo_tasks.results.calibration import judge_identity
@@ -33,7 +34,6 @@ from judges.testing_batches import BatchServer, Lifecycle
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
-ANSWER = "The brows are lowered and the voice is loud. Answer: anger"
 TASK = "mme_emotion_sample_er_lab"
 STEP, JUDGE = "gpt-4.1-2025-04-14", "gpt-4o-2024-11-20"
 
@@ -45,13 +45,11 @@ def vllm(root: str) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This module's copy (its first test judges into it) of the session's shared dummy run of the MME-Emotion sample
+    (tests/shared_runs.py, also test_dry_run_cost's): its eight tasks answered, every judge call here names one."""
     root = tmp_path_factory.mktemp("fingerprint")
-    out = root / "run"
-    cmd = [sys.executable, "-m", "lmms_eval", "--model", "dummy", "--model_args", f"response={ANSWER}", "--tasks",
-           TASK, "--batch_size", "1", "--output_path", str(out), "--predict_only", "--log_samples"]  # fmt: skip
-    proc = subprocess.run(cmd, env=cli_env(with_mme_sample(root / "cache_run")), capture_output=True, text=True,
-                          timeout=600, cwd=root)  # fmt: skip
-    assert sorted(out.rglob(f"*_samples_{TASK}.jsonl")), proc.stdout[-2000:] + proc.stderr[-4000:]
+    out = private_copy(dummy_mme_predicted_run(tmp_path_factory) / "run", root / "run")
+    assert sorted(out.rglob(f"*_samples_{TASK}.jsonl"))
     return out
 
 

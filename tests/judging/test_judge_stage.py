@@ -2,8 +2,9 @@
 
 The evaluated model is lmms-eval's `--model openai` pointed at the loopback server, which answers differently per
 document (and per MVEI repeat), so mapping answers back to rows is really tested; the same server plays the step
-agent and the judge (the one thing that cannot exist here).  Three runs of the three sample tasks are made once:
-A judged in-process, B `-x` (`--predict_only`), D `EMO_JUDGE=defer` without `--log_samples`.
+agent and the judge (the one thing that cannot exist here).  Three runs of the three sample tasks:
+A judged in-process, B `-x` (`--predict_only`), D `EMO_JUDGE=defer` without `--log_samples`; A and B are built
+once per test session and shared with other modules (tests/shared_runs.py).
 """
 
 from __future__ import annotations
@@ -11,26 +12,26 @@ from __future__ import annotations
 import datetime
 import json
 import re
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import API_KEY, cli_env, run_emo
+from conftest import API_KEY, private_copy, run_emo, with_mme_sample
 from fakes import Model
+from shared_runs import TASKS, judged_sample_run, predicted_sample_run, stage_env
 
 from judges.testing import LoopbackServer, Reply
 
-TASKS = "mme_emotion_sample,mvei_sample,multiemo_sample"
 JUDGE_ROLES = ("gpt-4.1-2025-04-14", "gpt-4o-2024-11-20")  # the default step and judge models
 pytestmark = pytest.mark.slow
 
 
 def _env(cache: Path, srv: LoopbackServer | None = None, **extra: str) -> dict[str, str]:
     # TZ=UTC: the machine's clock 8 h from lmms-eval's (UTC+8), so a file named by the local clock shows
-    extra = {"EMO_JUDGE_BACKOFF_BASE": "0.01", "EMO_JUDGE_BACKOFF_MAX": "0.05", "TZ": "UTC", **extra}
-    return cli_env(cache, srv, **extra)
+    return stage_env(cache, srv, **extra)
 
 
 def _lmms(
@@ -66,29 +67,38 @@ def judge_calls(srv: LoopbackServer) -> list:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A and B are the session's shared runs (tests/shared_runs.py): A read as it is, B copied (tests judge into
+    B/judged); A's cache copied to root/cache_A (a judge stage on it may write).  D is this module's own: no other
+    module makes an EMO_JUDGE=defer run without --log_samples."""
     root = tmp_path_factory.mktemp("stage")
 
-    def run(name: str, *flags: str, judge: bool = False, **extra: str) -> Path:
-        with LoopbackServer(responder=Model(), expected_api_key=API_KEY) as srv:  # one server per run: the
-            out = root / name  # MVEI repeats' attempt counters must not mix between runs
-            env = _env(root / f"cache_{name}", srv if judge else None, **extra)
-            proc = _lmms(out, env, srv, *flags)
+    def run_d() -> Path:
+        with LoopbackServer(responder=Model(), expected_api_key=API_KEY) as srv:  # a server of its own: the
+            out = root / "D"  # MVEI repeats' attempt counters must not mix between runs
+            env = _env(with_mme_sample(root / "cache_D"), None, EMO_JUDGE="defer")
+            proc = _lmms(out, env, srv)
             assert sorted(out.rglob("*_results.json")), proc.stdout[-2000:] + proc.stderr[-4000:]
-            (root / f"{name}.log").write_text(proc.stdout + proc.stderr)
+            (root / "D.log").write_text(proc.stdout + proc.stderr)
         return out
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        a = pool.submit(run, "A", "--log_samples", judge=True)
-        b = pool.submit(run, "B", "-x")  # --predict_only's short form: the judge is deferred all the same
-        d = pool.submit(run, "D", judge=False, EMO_JUDGE="defer")
-        return {"A": a.result(), "B": b.result(), "D": d.result(), "root": root}
+        a = pool.submit(judged_sample_run, tmp_path_factory)
+        b = pool.submit(predicted_sample_run, tmp_path_factory)  # `-x`: the judge is deferred all the same
+        d = pool.submit(run_d)
+        shared_a, shared_b = a.result(), b.result()
+        private_copy(shared_a / "cache", root / "cache_A")
+        private_copy(shared_b / "run", root / "B")
+        for name, shared in (("A", shared_a), ("B", shared_b)):
+            shutil.copyfile(shared / "lmms.log", root / f"{name}.log")
+        return {"A": shared_a / "run", "B": root / "B", "D": d.result(), "root": root}
 
 
 def test_predict_only_then_judge_equals_the_in_process_run(runs: dict[str, Path]) -> None:
     a_values = values(_results(runs["A"]))
     assert a_values["mme_emotion_sample"]["rea_s,none"] is not None  # A really was judged
     with LoopbackServer(responder=Model(), expected_api_key=API_KEY) as srv:
-        env = _env(runs["root"] / "cache_judge_B", srv)  # a cache of its own: the numbers do not come from A's
+        # a cache of its own: the numbers do not come from A's
+        env = _env(with_mme_sample(runs["root"] / "cache_judge_B"), srv)
         proc = emo(env, "judge", str(runs["B"]))
         assert proc.returncode == 0, proc.stderr[-4000:]
         first = len(judge_calls(srv))
@@ -133,7 +143,7 @@ def test_deferred_run_reports_nulls_then_judge_gives_the_in_process_numbers(runs
     log = (runs["root"] / "D.log").read_text()
     assert f"emo-tasks judge {runs['D']}" in log
     with LoopbackServer(responder=Model(), expected_api_key=API_KEY) as srv:
-        proc = emo(_env(runs["root"] / "cache_judge_D", srv), "judge", str(runs["D"]))
+        proc = emo(_env(with_mme_sample(runs["root"] / "cache_judge_D"), srv), "judge", str(runs["D"]))
         assert proc.returncode == 0, proc.stderr[-4000:]
     judged = values(_results(next((runs["D"] / "judged").iterdir())))
     expected = values(_results(runs["A"]))
@@ -143,7 +153,7 @@ def test_deferred_run_reports_nulls_then_judge_gives_the_in_process_numbers(runs
 
 def test_two_judges_side_by_side_name_their_models_and_endpoint(runs: dict[str, Path]) -> None:
     with LoopbackServer(responder=Model(per_model=True), expected_api_key=API_KEY) as srv:
-        env = _env(runs["root"] / "cache_two", srv)
+        env = _env(with_mme_sample(runs["root"] / "cache_two"), srv)
         for model in ("judge-a", "judge-b"):
             proc = emo(env, "judge", str(runs["B"]), "--tasks", "mme_emotion_sample", "--judge-model", model)
             assert proc.returncode == 0, proc.stderr[-4000:]
@@ -190,7 +200,7 @@ def test_one_clock_names_every_file_of_a_run(runs: dict[str, Path]) -> None:
     (lmms-eval's, UTC+8) on a machine whose own clock is UTC: no stamp 8 h from the others."""
     out = runs["root"] / "clock_judged"
     with LoopbackServer(responder=Model(), expected_api_key=API_KEY) as srv:
-        proc = emo(_env(runs["root"] / "cache_clock", srv), "judge", str(runs["B"]), "--out", str(out))
+        proc = emo(_env(with_mme_sample(runs["root"] / "cache_clock"), srv), "judge", str(runs["B"]), "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     stamps: dict[str, datetime.datetime] = {}
     for folder in (runs["A"], runs["B"], out):
@@ -207,7 +217,7 @@ def test_one_clock_names_every_file_of_a_run(runs: dict[str, Path]) -> None:
 
 
 def test_dry_run_counts_what_the_real_run_sends(runs: dict[str, Path]) -> None:
-    cache = runs["root"] / "cache_dry"
+    cache = with_mme_sample(runs["root"] / "cache_dry")
     with LoopbackServer(responder=Model(), expected_api_key=API_KEY) as srv:
         env = _env(cache, srv)
         dry = emo(env, "judge", str(runs["B"]), "--tasks", "mme_emotion_sample", "--dry-run", "--judge-model",
@@ -264,7 +274,7 @@ def test_a_killed_judge_stage_resumes_without_repeating_answered_requests(runs: 
     import time
 
     with LoopbackServer(responder=Model(), latency_s=0.3, expected_api_key=API_KEY) as srv:
-        env = _env(runs["root"] / "cache_kill", srv, EMO_JUDGE_CONCURRENCY="2")
+        env = _env(with_mme_sample(runs["root"] / "cache_kill"), srv, EMO_JUDGE_CONCURRENCY="2")
         cmd = [sys.executable, "-m", "emo_tasks", "judge", str(runs["B"]), "--tasks", "mme_emotion_sample",
                "--out", str(runs["root"] / "killed")]  # fmt: skip
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -372,14 +382,13 @@ def test_cache_export_then_import_rejudges_elsewhere_after_the_judge_is_retired(
     it; imported into an empty cache on another machine, `emo-tasks judge` against a retired endpoint gives the
     same results bit for bit and sends no chat request."""
     import gzip
-    import shutil
 
     from emo_tasks.judging.cachefile import DEFAULT_NAME
     from judges import JudgeCache
 
     run = tmp_path / "here" / "run"
     shutil.copytree(runs["B"], run, ignore=shutil.ignore_patterns("judged"))
-    here = tmp_path / "cache_here"  # this run's answers only
+    here = with_mme_sample(tmp_path / "cache_here")  # this run's answers only
     with LoopbackServer(responder=Model(), expected_api_key=API_KEY) as srv:
         proc = emo(_env(here, srv), "judge", str(run), "--multiemo-judge")
         assert proc.returncode == 0, proc.stderr[-3000:]

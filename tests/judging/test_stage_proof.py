@@ -2,7 +2,8 @@
 
 Each test reproduces one way a careful user could make the stage (or report/compare) judge the wrong answers and
 exit 0, through the real CLIs on a real lmms-eval run: one `--predict_only --log_samples` run of the three sample
-tasks with `--model openai` on a loopback server (answers differ per document), copied and altered per test.
+tasks with `--model openai` on a loopback server (answers differ per document; the session's shared run,
+tests/shared_runs.py), copied and altered per test.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import API_KEY, cli_env, run_emo, with_mme_sample
 from fakes import Model
+from shared_runs import predicted_sample_run
 
 from judges.testing import LoopbackServer, Reply
 
@@ -44,13 +46,9 @@ def _lmms(out: Path, env: dict[str, str], *flags: str, model: str = "openai", ar
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A `--predict_only --log_samples` run of the three sample tasks (the GPU job), answers differing per row."""
-    root = tmp_path_factory.mktemp("proof")
-    with LoopbackServer(responder=Model(), expected_api_key=API_KEY) as srv:
-        args = f"model_version=eval-model,base_url={srv.base_url},api_key={API_KEY},max_frames_num=4"
-        _lmms(root / "P", _env(with_mme_sample(root / "cache_run"), srv), "--predict_only", "--log_samples",
-              args=args)  # fmt: skip
-    return root / "P"
+    """A `--predict_only` run (which logs samples) of the three sample tasks (the GPU job), answers differing per row:
+    the session's shared run (tests/shared_runs.py), read only (`run` below is a test's copy to alter)."""
+    return predicted_sample_run(tmp_path_factory) / "run"
 
 
 @pytest.fixture

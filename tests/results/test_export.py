@@ -494,25 +494,17 @@ def test_main_export(mme_run: Path, tmp_path: Path, capsys: pytest.CaptureFixtur
 
 # ------------------------------------------------------------------------------------------------ end to end
 @pytest.mark.slow
-def test_loopback_judged_sample_run_exports(tmp_path: Path) -> None:
+def test_loopback_judged_sample_run_exports(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     """The bundled samples, judged in-process by the loopback judge: the exported metrics files state the
-    project's numbers wherever no rule difference is counted, and the MVEI file re-scores to the README's."""
-    from conftest import API_KEY, env_without_secrets
-    from fakes import Model
+    project's numbers wherever no rule difference is counted, and the MVEI file re-scores to the README's.  The run
+    is the session's shared judged run (tests/shared_runs.py; MultiEmo's sample beside them, which neither export
+    reads), read only: the exports go to tmp_path."""
+    from shared_runs import judged_sample_run
 
     from emo_tasks.results.reader import load_run
-    from judges.testing import LoopbackServer
 
-    out = tmp_path / "run"
-    with LoopbackServer(responder=Model(), expected_api_key=API_KEY) as srv:
-        env = env_without_secrets()
-        env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", EMO_CACHE_DIR=str(tmp_path / "cache"),
-                   EMO_PROGRESS="0", OPENAI_BASE_URL=srv.base_url, OPENAI_API_KEY=API_KEY)  # fmt: skip
-        args = f"model_version=eval-model,base_url={srv.base_url},api_key={API_KEY},max_frames_num=4"
-        cmd = [sys.executable, "-m", "lmms_eval", "--model", "openai", "--model_args", args, "--batch_size", "1",
-               "--tasks", "mme_emotion_sample,mvei_sample", "--output_path", str(out), "--log_samples"]  # fmt: skip
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=tmp_path)
-    assert sorted(out.rglob("*_results.json")), proc.stdout[-2000:] + proc.stderr[-4000:]
+    out = judged_sample_run(tmp_path_factory) / "run"
+    assert sorted(out.rglob("*_results.json"))
     mme = mme_export.export_mme_official(out, tmp_path / "mme", "loopback")
     summary = json.loads((mme / "summary.json").read_text())
     assert len(summary["tasks"]) == 8

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import API_KEY, cli_env, run_emo
+from conftest import API_KEY, cli_env, private_copy, run_emo, with_mme_sample
 from fakes import Judge, Model
+from shared_runs import predicted_sample_run
 from test_export import MME_ROWS, MVEI_PAIRS
 from test_view_site import FLIPPED, HOSTILE, mme_predicted, mvei_rescored, mvei_run, site_data, three_runs
 
@@ -423,17 +424,14 @@ def test_two_judges_page_shows_both_texts_and_the_agreement(tmp_path: Path, tab:
 @pytest.fixture(scope="module")
 def judged_later(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A real `--predict_only` run of the three sample tasks (`--model openai` answering from the loopback server),
-    judged afterwards by `emo-tasks judge` (the default judge), and its MME-Emotion answers by two more judges."""
+    judged afterwards by `emo-tasks judge` (the default judge), and its MME-Emotion answers by two more judges.
+    The run is a copy of the session's shared one (tests/shared_runs.py; the judges write into it): the model's
+    answers are `fakes.Model`'s whatever `per_model` says, which changes only the judges' ratings."""
     root = tmp_path_factory.mktemp("view_judged")
-    out = root / "run"
+    out = private_copy(predicted_sample_run(tmp_path_factory) / "run", root / "run")
+    assert sorted(out.rglob("*_results.json"))
     with LoopbackServer(responder=Model(per_model=True), expected_api_key=API_KEY) as srv:
-        env = cli_env(root / "cache", srv)
-        args = f"model_version=eval-model,base_url={srv.base_url},api_key={API_KEY},max_frames_num=4"
-        cmd = [sys.executable, "-m", "lmms_eval", "--model", "openai", "--model_args", args, "--tasks",
-               "mme_emotion_sample,mvei_sample,multiemo_sample", "--batch_size", "1", "--output_path", str(out),
-               "--predict_only"]  # fmt: skip
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=root)
-        assert sorted(out.rglob("*_results.json")), proc.stdout[-2000:] + proc.stderr[-4000:]
+        env = cli_env(with_mme_sample(root / "cache"), srv)
         judge = run_emo(env, "judge", str(out))
         assert judge.returncode == 0, judge.stderr[-4000:]
         for model in ("judge-a", "judge-b"):
