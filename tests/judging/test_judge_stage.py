@@ -96,7 +96,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_predict_only_then_judge_equals_the_in_process_run(runs: dict[str, Path]) -> None:
     a_values = values(_results(runs["A"]))
     assert a_values["mme_emotion_sample"]["rea_s,none"] is not None  # A really was judged
-    with LoopbackServer(responder=Model(), expected_api_key=API_KEY) as srv:
+    # each answer takes 0.5 s, as a remote judge's does: the one-pipeline check below compares request times, and
+    # with instant answers a step request that a loaded machine (the other xdist worker) started late failed it
+    with LoopbackServer(responder=Model(), expected_api_key=API_KEY, latency_s=0.5) as srv:
         # a cache of its own: the numbers do not come from A's
         env = _env(with_mme_sample(runs["root"] / "cache_judge_B"), srv)
         proc = emo(env, "judge", str(runs["B"]))
