@@ -46,7 +46,7 @@ from judges.atomic import atomic_write_text
 
 from . import scoring
 from .data import DataError, benchmark_root, check_videos_exist, load_task_docs, probe_video
-from .judge import Judgement, TaskAnswers, judge, judged_identity
+from .judge import Judgement, TaskAnswers, judge, judge_shutdown, judged_identity
 from .protocol import model_prompt, prompt_hashes, spec_for
 from .remux import model_ready_path
 from .run_state import STATE, record_key
@@ -312,6 +312,8 @@ def _evaluate(records: list[dict[str, Any]], settings: MMESettings, args: Any) -
         "audio_clues": settings.audio_clues if api else None,
         "judge_models": settings.judge_models if api else None,
         "judge_fingerprint": fingerprint,  # the judge setup's, as the judge ran (`judge.Judged`)
+        # what the endpoint said of its models' shutdown: a fact beside the fingerprint, never in a key
+        "judge_shutdown": judge_shutdown(settings) if api else None,
         "alpha": settings.alpha,
         "prompt_hashes": prompt_hashes(),
         "n_samples": len(items),
