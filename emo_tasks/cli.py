@@ -227,8 +227,11 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--judge-horizon", metavar="DAYS", type=cliargs.integer(0), default=30,
                    help="warn when the reference run's judge shuts down within DAYS days, as its judge endpoint "
                    "reported (shutdown_date; default 30)")  # fmt: skip
-    c.add_argument("--fail-on-judge-shutdown", action="store_true",
-                   help="and then exit 4 instead of 0 (a CI gate never silently left without its judge; docs/ci.md)")
+    c.add_argument(
+        "--fail-on-judge-shutdown",
+        action="store_true",
+        help="and then exit 4 instead of 0 (a CI gate never silently left without its judge; docs/ci.md)",
+    )
     c.add_argument("--view", metavar="DIR", type=cliargs.out_folder("a folder for the site (new or empty)"),
                    help="also write `emo-tasks view`'s site over the two runs into DIR (new or empty), with the page "
                    "of the samples that flipped (#compare/r1/r2)")  # fmt: skip
@@ -266,8 +269,11 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--judge-horizon", metavar="DAYS", type=cliargs.integer(0), default=30,
                    help="warn when the reference run's judge shuts down within DAYS days, as its judge endpoint "
                    "reported (shutdown_date; default 30)")  # fmt: skip
-    g.add_argument("--fail-on-judge-shutdown", action="store_true",
-                   help="and then exit 4 instead of 0 (a CI gate never silently left without its judge; docs/ci.md)")
+    g.add_argument(
+        "--fail-on-judge-shutdown",
+        action="store_true",
+        help="and then exit 4 instead of 0 (a CI gate never silently left without its judge; docs/ci.md)",
+    )
     g.add_argument("--name", type=cliargs.text("a name for the subset"),
                    help="the subset's name (default from the drop and power)")  # fmt: skip
     g.add_argument("--run", dest="pick", metavar="NAME_OR_PATH", type=cliargs.text(_PICK),

@@ -179,7 +179,8 @@ def judge_horizon(run: reader.Run, args: argparse.Namespace, command: str) -> bo
         print(
             f"emo-tasks {command}: warning: the reference run's judge shuts down within --judge-horizon "
             f"{args.judge_horizon} days: {phrase}. Calibrate a replacement now (emo-tasks calibrate, then gate with "
-            "--calibration) and export its verdicts (emo-tasks cache export); docs/judges.md#before-your-judge-shuts-down",
+            "--calibration) and export its verdicts (emo-tasks cache export); "
+            "docs/judges.md#before-your-judge-shuts-down",
             file=sys.stderr,
         )
     return bool(near)
