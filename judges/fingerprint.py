@@ -131,7 +131,7 @@ def _keep_dates(endpoint: EndpointConfig, entries: list[dict[str, Any]]) -> None
             f"emo-tasks judges: warning: the judge endpoint {endpoint.host} reports a {SHUTDOWN_FIELD} that is not "
             f"a date (YYYY-MM-DD): {'; '.join(bad[:5])}{' ...' if len(bad) > 5 else ''}; ignored"
         )
-        logger.warning(line)
+        logger.info(line)  # the log; stderr below (a warning would print it twice)
         print(line, file=sys.stderr, flush=True)
 
 

@@ -63,7 +63,7 @@ def _say(model: str, roles: Iterable[str], date: str) -> None:
             return
         _warned.add(model)
     line = notice(model, roles, date)
-    logger.warning(line)
+    logger.info(line)  # the log; stderr below (a warning would print it twice)
     print(line, file=sys.stderr, flush=True)
 
 
