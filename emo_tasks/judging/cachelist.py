@@ -7,7 +7,8 @@ then the only copy, paid for once.  The list shows which of them to export (`emo
 date.  The cache does not know runs or dates: with `--run RUN` (repeatable), each judged result under RUN is
 re-judged from the cache alone, sending nothing (`cachefile.replay`, the export's own proof), and the keys it reads
 name the verdicts of that judged folder; the date is what the result recorded of its judge endpoint
-(`judge_shutdown`).  A result the cache cannot re-judge is a note, not a failure.  The cache is opened read-only.
+(`judge_shutdown`).  A result the cache cannot re-judge is a note, not a failure.  The counts are read with the
+cache opened read-only.
 
 Exit codes: 0 listed; 2 refused (a --run folder without judged results); 3 error (a bad argument, no cache or one
 that cannot be read).
