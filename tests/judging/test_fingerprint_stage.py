@@ -368,8 +368,8 @@ def test_a_shutdown_date_is_said_once_per_model_recorded_and_never_moves_a_folde
     assert view.returncode == 0, view.stderr[-3000:]
     text = (tmp_path / "site" / "data" / "site.js").read_text()  # emoSite.receive("site", {...});
     _, overview = json.loads("[" + text[len("emoSite.receive(") : -3] + "]")
-    assert overview["runs"][0]["judge_shutdown"] == [f"{JUDGE} (judge) on {IN_90} (90 days left)",
-                                                     f"{STEP} (step) on {IN_10} (10 days left)"]  # fmt: skip
+    assert overview["runs"][0]["judge_shutdown"] == [f"{STEP} (step) on {IN_10} (10 days left)",
+                                                     f"{JUDGE} (judge) on {IN_90} (90 days left)"]  # fmt: skip
 
     listed = run_emo(env, "cache", "list", "--run", str(run), "--json")
     assert listed.returncode == 0, listed.stderr[-3000:]
