@@ -17,9 +17,8 @@ from fakes import Judge
 
 from emo_tasks.mme_emotion import judge as mme_judge
 from emo_tasks.mme_emotion.settings import MMESettings
-from judges import reset_engine, run_batch
 from judges import fingerprint as fp
-from judges import shutdown
+from judges import reset_engine, run_batch, shutdown
 from judges.testing import LoopbackServer
 
 STEP, JUDGE = "gpt-4.1-2025-04-14", "gpt-4o-2024-11-20"

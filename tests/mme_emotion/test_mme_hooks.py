@@ -113,7 +113,7 @@ LOG_FIELDS = [
 ]  # fmt: skip
 SUMMARY_KEYS = [
     "benchmark", "tasks", "data_source", "judge_mode", "judge_protocol", "audio_clues", "judge_models",
-    "judge_fingerprint", "alpha",
+    "judge_fingerprint", "judge_shutdown", "alpha",
     "prompt_hashes", "n_samples", "metrics", "judge_failures", "n_rule_differs", "per_category", "seconds",
     "n_judge_truncated",
 ]  # fmt: skip
