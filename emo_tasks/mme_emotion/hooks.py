@@ -312,8 +312,6 @@ def _evaluate(records: list[dict[str, Any]], settings: MMESettings, args: Any) -
         "audio_clues": settings.audio_clues if api else None,
         "judge_models": settings.judge_models if api else None,
         "judge_fingerprint": fingerprint,  # the judge setup's, as the judge ran (`judge.Judged`)
-        # what the endpoint said of its models' shutdown: a fact beside the fingerprint, never in a key
-        "judge_shutdown": judge_shutdown(settings) if api else None,
         "alpha": settings.alpha,
         "prompt_hashes": prompt_hashes(),
         "n_samples": len(items),
@@ -326,6 +324,9 @@ def _evaluate(records: list[dict[str, Any]], settings: MMESettings, args: Any) -
         "seconds": round(time.perf_counter() - started, 3),
         # judge failures that are answers cut off inside an agent's reasoning (a reasoning judge out of tokens)
         "n_judge_truncated": sum(j.truncated for j in judgements if j and not j.ok) if api else None,
+        # what the endpoint said of the judge models' shutdown: a fact about the endpoint recorded with the
+        # fingerprint, never in a key (last: the keys before it keep their order)
+        "judge_shutdown": judge_shutdown(settings) if api else None,
     }  # fmt: skip
     if api:
         summary.update(judge_accounting(settings, stats))
