@@ -21,6 +21,7 @@
                         [--resamples N] [--seed S]
     emo-tasks cache export RUN_DIR [--cache DIR] [--out FILE]
     emo-tasks cache import FILE [--cache DIR] [--keep-existing]
+    emo-tasks cache list [--cache DIR] [--run RUN_DIR ...] [--json]
 
 Exit codes of `report` and `compare` (the regression gate for CI): 0 ok / pass; 1 `compare` found a significant
 drop larger than --max-drop; 2 not comparable: no run in a folder or several and none picked, runs that differ in
@@ -224,6 +225,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="gate NEW (judged by a candidate judge) against BASE (judged by the reference judge) across "
                    "the judge change: the calibration's judges must be BASE's and NEW's (else exit 2); each metric's "
                    "calibrated shift is taken out of NEW - BASE and its CI widens the test (docs/ci.md)")  # fmt: skip
+    c.add_argument("--judge-horizon", metavar="DAYS", type=cliargs.integer(0), default=30,
+                   help="warn when the reference run's judge shuts down within DAYS days, as its judge endpoint "
+                   "reported (shutdown_date; default 30)")  # fmt: skip
+    c.add_argument(
+        "--fail-on-judge-shutdown",
+        action="store_true",
+        help="and then exit 4 instead of 0 (a CI gate never silently left without its judge; docs/ci.md)",
+    )
     c.add_argument("--view", metavar="DIR", type=cliargs.out_folder("a folder for the site (new or empty)"),
                    help="also write `emo-tasks view`'s site over the two runs into DIR (new or empty), with the page "
                    "of the samples that flipped (#compare/r1/r2)")  # fmt: skip
@@ -258,6 +267,14 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--tasks", type=cliargs.names("a comma-separated list of headline tasks"),
                    help="comma-separated headline tasks of BASE_RUN (default: all)")  # fmt: skip
     g.add_argument("--seed", type=cliargs.integer(), default=0, help="the draw's seed (default 0)")
+    g.add_argument("--judge-horizon", metavar="DAYS", type=cliargs.integer(0), default=30,
+                   help="warn when the reference run's judge shuts down within DAYS days, as its judge endpoint "
+                   "reported (shutdown_date; default 30)")  # fmt: skip
+    g.add_argument(
+        "--fail-on-judge-shutdown",
+        action="store_true",
+        help="and then exit 4 instead of 0 (a CI gate never silently left without its judge; docs/ci.md)",
+    )
     g.add_argument("--name", type=cliargs.text("a name for the subset"),
                    help="the subset's name (default from the drop and power)")  # fmt: skip
     g.add_argument("--run", dest="pick", metavar="NAME_OR_PATH", type=cliargs.text(_PICK),
@@ -322,7 +339,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cache_parser(sub: Any) -> None:
-    """`emo-tasks cache <action>`: the judge answer cache, one subcommand per action (export, import)."""
+    """`emo-tasks cache <action>`: the judge answer cache, one subcommand per action (export, import, list)."""
     cache_help = "the judge answer cache folder (default EMO_CACHE_DIR, else the user cache folder + /emo_tasks)"
     cache = sub.add_parser(
         "cache",
@@ -359,6 +376,20 @@ def _cache_parser(sub: Any) -> None:
     i.add_argument("--cache", metavar="DIR", type=cliargs.out_folder("a judge answer cache folder"), help=cache_help)
     i.add_argument("--keep-existing", action="store_true",
                    help="on a conflict, keep the cache's own answer and import the rest (exit 0)")  # fmt: skip
+    li = actions.add_parser(
+        "list",
+        help="what the judge cache holds per model and role: verdicts, first and last use, runs, shutdown date",
+        description="Per judge model and role: how many verdicts the cache holds, when the first and the last were "
+        "stored, and, with --run RUN (repeatable), which of RUN's judged folders they belong to (each re-judged from "
+        "the cache alone, sending nothing, as `export` does) and the shutdown date its judge endpoint reported. "
+        "Which paid verdicts to export before a judge model shuts down (docs/judges.md#before-your-judge-shuts-down)."
+        " Exit codes: 0 listed; 2 a --run folder without judged results; 3 no cache or an unreadable one.",
+    )
+    li.add_argument("--cache", metavar="DIR", type=cliargs.existing("a judge answer cache folder"), help=cache_help)
+    li.add_argument("--run", action="append", default=[], metavar="RUN_DIR",
+                    type=cliargs.existing("a run folder or a judged folder"),
+                    help="name the verdicts of this run's judged folders (repeatable)")  # fmt: skip
+    li.add_argument("--json", action="store_true", help="print the listing as JSON (for scripts)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -381,6 +412,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .site.command import main_view
 
         return main_view(args)
+    if args.command == "cache" and args.cache_command == "list":
+        from emo_tasks.judging.cachelist import main_list
+
+        return main_list(args)
     if args.command == "cache":
         from emo_tasks.judging.cachefile import main_cache
 

@@ -23,6 +23,9 @@ EXIT_BAD_ARGUMENT = 3
 #: The exit codes of `report`, `compare`, `plan-gate` and `agreement` (the regression gate's, for CI): ok / pass, a
 #: significant drop beyond --max-drop, not comparable, an error (docs/cli.md#exit-codes).
 EXIT_PASS, EXIT_REGRESSION, EXIT_NOT_COMPARABLE, EXIT_ERROR = 0, 1, 2, 3
+#: `compare` / `plan-gate --fail-on-judge-shutdown`: passed (written), but the reference run's judge shuts down within
+#: --judge-horizon days (docs/ci.md)
+EXIT_JUDGE_SHUTDOWN = 4
 
 _NAME_MAX = 255  # bytes of one path component (ext4, xfs, btrfs, APFS)
 

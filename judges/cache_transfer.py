@@ -272,3 +272,35 @@ def import_entries(
          e["endpoint"]) for e in new
     )  # fmt: skip
     return report
+
+
+def holdings(cache: str | Path, keys: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """What a cache holds per (model, role): {"model", "role", "verdicts", "first", "last"} (the times its answers
+    were stored, Unix seconds), sorted by model and role; only `keys` when given.  The role is the one the request
+    summary records (None for a row without one).  Opened read-only: a running judge may share it.  Why: before a
+    judge model shuts down, a user sees which paid verdicts to export (`emo-tasks cache list`)."""
+    path = cache_file(cache)
+    if not path.is_file():
+        raise TransferError(f"{path}: no judge answer cache there (set --cache / EMO_CACHE_DIR to the folder)")
+    wanted = None if keys is None else sorted(set(keys))
+    groups: dict[tuple[str, str | None], dict[str, Any]] = {}
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=60)
+    try:
+        chunks = [None] if wanted is None else [wanted[i : i + 500] for i in range(0, len(wanted), 500)]
+        for chunk in chunks:
+            where = "" if chunk is None else f" WHERE key IN ({','.join('?' * len(chunk))})"
+            rows = conn.execute(
+                "SELECT model, json_extract(summary, '$.role'), COUNT(*), MIN(created), MAX(created) FROM answers"
+                f"{where} GROUP BY 1, 2",
+                chunk or [],
+            ).fetchall()
+            for model, role, n, first, last in rows:
+                g = groups.setdefault((model, role), {"model": model, "role": role, "verdicts": 0, "first": first,
+                                                      "last": last})  # fmt: skip
+                g["verdicts"] += int(n)
+                g["first"], g["last"] = min(g["first"], first), max(g["last"], last)
+    except sqlite3.Error as exc:
+        raise TransferError(f"{path}: the judge answer cache cannot be read ({exc})") from exc
+    finally:
+        conn.close()
+    return [groups[k] for k in sorted(groups, key=lambda k: (k[0], k[1] or ""))]

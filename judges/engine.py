@@ -49,6 +49,7 @@ from .fingerprint import forget_served, served_identity, served_key_part, served
 from .modelgate import BatchHealth, ModelGate
 from .reasoning import cut_off
 from .request import BatchResult, BatchStats, JudgeRequest, JudgeResult
+from .shutdown import forget_warned, warn_shutdowns
 
 logger = logging.getLogger("judges")
 T = TypeVar("T")
@@ -176,6 +177,8 @@ class JudgeEngine:
             by_key.setdefault(key, []).append(i)
             first.setdefault(key, req)
         stats.unique_requests = len(by_key)
+        # a model the endpoint says shuts down: said once per model per process, before anything is sent
+        warn_shutdowns(self.endpoint, {(r.role, r.resolved_model()) for r in first.values()})
 
         cache = self.cache
         hits = cache.get_many(by_key) if cache is not None else {}
@@ -682,6 +685,7 @@ def reset_engine() -> None:
     for engine in engines:
         engine.close()
     forget_served()
+    forget_warned()
 
 
 def run_batch(

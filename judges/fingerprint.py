@@ -9,13 +9,23 @@ request does not already carry (what the endpoint serves) joins the answer cache
 The endpoint is asked `GET <base_url>/models` at most once per endpoint per process, when an engine is about to
 answer requests (never at import, never for an endpoint that cannot be used).  A server that does not answer it
 (404, an error, no such model listed) gives "not reported", never a failure.
+
+The same answer says when a model shuts down (each entry's optional `shutdown_date`, YYYY-MM-DD or null: OpenAI's
+`GET /models` and `GET /models/{id}`).  It is a fact about the endpoint, kept apart (`shutdown_dates`): it is in no
+served identity, so in no fingerprint hash, cache key or judged folder name, and a date that appears, moves or
+vanishes changes none of them.  `judges.shutdown` says it to the user.
 """
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
+import logging
+import re
+import sys
 import threading
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,11 +39,20 @@ SERVED_FIELDS = ("id", "root", "max_model_len")
 #: Seconds the `/models` question may take (an endpoint that does not answer it costs this once per process).
 ASK_TIMEOUT_S = 10.0
 FINGERPRINT_SCHEMA = "emo-judges/fingerprint/1"
+#: The field of a `/models` entry naming the day its model shuts down (YYYY-MM-DD; null: none announced).
+SHUTDOWN_FIELD = "shutdown_date"
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+logger = logging.getLogger("judges")
 
 _lock = threading.Lock()
 _listings: dict[tuple[str, str], dict[str, dict[str, Any]] | None] = {}
 #: per endpoint, served identities a judged folder recorded, for the models the endpoint does not report now
 _assumed: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+#: per endpoint, {model: its shutdown date} of every entry the listing (or a retrieve) gave a date
+_shutdowns: dict[tuple[str, str], dict[str, str]] = {}
+#: (endpoint, model) pairs asked `GET /models/{id}` this process (at most once each)
+_retrieved: set[tuple[tuple[str, str], str]] = set()
 
 
 def _endpoint_key(endpoint: EndpointConfig) -> tuple[str, str]:
@@ -52,20 +71,26 @@ def askable(endpoint: EndpointConfig) -> bool:
     return True
 
 
-def _ask(endpoint: EndpointConfig) -> dict[str, dict[str, Any]] | None:
-    """{model id: its entry's SERVED_FIELDS} from `GET /models`, None on any failure (never raises)."""
+def _get(endpoint: EndpointConfig, path: str) -> Any:
+    """The JSON body of `GET <base_url><path>`, None on any failure (never raises)."""
     import urllib.request
 
-    url = (endpoint.base_url or "https://api.openai.com/v1").rstrip("/") + "/models"
+    url = (endpoint.base_url or "https://api.openai.com/v1").rstrip("/") + path
     headers = {"Accept": "application/json"}
     if endpoint.api_key:
         headers["Authorization"] = f"Bearer {endpoint.api_key}"
     try:
         req = urllib.request.Request(url, headers=headers, method="GET")
         with urllib.request.urlopen(req, timeout=min(ASK_TIMEOUT_S, endpoint.timeout_s)) as resp:  # noqa: S310
-            body = json.loads(resp.read(4_000_000))
+            return json.loads(resp.read(4_000_000))
     except Exception:  # noqa: BLE001 - 404, refused, timeout, not JSON: "not reported"
         return None
+
+
+def _ask(endpoint: EndpointConfig) -> dict[str, dict[str, Any]] | None:
+    """{model id: its entry's SERVED_FIELDS} from `GET /models`, None on any failure (never raises).  The entries'
+    shutdown dates are kept apart (`_keep_dates`)."""
+    body = _get(endpoint, "/models")
     data = body.get("data") if isinstance(body, dict) else None
     if not isinstance(data, list):
         return None
@@ -73,7 +98,65 @@ def _ask(endpoint: EndpointConfig) -> dict[str, dict[str, Any]] | None:
     for entry in data:
         if isinstance(entry, dict) and isinstance(entry.get("id"), str):
             out[entry["id"]] = {k: entry[k] for k in SERVED_FIELDS if entry.get(k) is not None}
+    _keep_dates(endpoint, [e for e in data if isinstance(e, dict) and isinstance(e.get("id"), str)])
     return out
+
+
+def shutdown_date(value: Any) -> str | None:
+    """`value` as a shutdown date (YYYY-MM-DD, a real day), else None."""
+    if not isinstance(value, str) or not _DATE.fullmatch(value):
+        return None
+    try:
+        datetime.date.fromisoformat(value)
+    except ValueError:
+        return None
+    return value
+
+
+def _keep_dates(endpoint: EndpointConfig, entries: list[dict[str, Any]]) -> None:
+    """Keep each entry's shutdown date; a value that is neither a date nor null is ignored with one warning naming
+    the endpoint and the value(s) (an endpoint's odd field never stops a run)."""
+    dates = _shutdowns.setdefault(_endpoint_key(endpoint), {})
+    bad = []
+    for entry in entries:
+        value = entry.get(SHUTDOWN_FIELD)
+        if value is None:
+            continue
+        if (date := shutdown_date(value)) is not None:
+            dates[entry["id"]] = date
+        else:
+            bad.append(f"{entry['id']} {json.dumps(value, default=str)[:60]}")
+    if bad:
+        line = (
+            f"emo-tasks judges: warning: the judge endpoint {endpoint.host} reports a {SHUTDOWN_FIELD} that is not "
+            f"a date (YYYY-MM-DD): {'; '.join(bad[:5])}{' ...' if len(bad) > 5 else ''}; ignored"
+        )
+        logger.info(line)  # the log; stderr below (a warning would print it twice)
+        print(line, file=sys.stderr, flush=True)
+
+
+def shutdown_dates(endpoint: EndpointConfig, models: Any, ask: bool = True) -> dict[str, str]:
+    """{model: the day the endpoint says it shuts down} for `models` (an iterable of names), for those it gave a
+    date.  From the listing (`served_models`, asked once per endpoint per process); a model a listing answered
+    without is asked once with `GET /models/{id}`.  `ask=False`: only what this process already knows."""
+    key = _endpoint_key(endpoint)
+    wanted = [m for m in dict.fromkeys(models) if isinstance(m, str) and m]
+    if not wanted:
+        return {}
+    if ask:
+        served_models(endpoint)
+        with _lock:
+            listing = _listings.get(key)
+            missing = [m for m in wanted if listing is not None and m not in listing and (key, m) not in _retrieved]
+            _retrieved.update((key, m) for m in missing)
+        for model in missing:  # the listing answered without it: ask for it by name
+            body = _get(endpoint, "/models/" + urllib.parse.quote(model, safe=""))
+            if isinstance(body, dict) and body.get("id") == model:
+                with _lock:
+                    _keep_dates(endpoint, [body])
+    with _lock:
+        known = _shutdowns.get(key) or {}
+        return {m: known[m] for m in wanted if m in known}
 
 
 def served_models(endpoint: EndpointConfig, ask: bool = True) -> dict[str, dict[str, Any]] | None:
@@ -125,6 +208,8 @@ def forget_served() -> None:
     with _lock:
         _listings.clear()
         _assumed.clear()
+        _shutdowns.clear()
+        _retrieved.clear()
 
 
 def served_identity(listing: Mapping[str, Mapping[str, Any]] | None, model: str) -> dict[str, Any] | str:

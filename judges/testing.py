@@ -20,6 +20,7 @@ import importlib
 import json
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -124,6 +125,10 @@ class LoopbackServer:
     models_status: int = 200
     #: `GET /models` requests seen (chat requests are in `calls`)
     model_asks: int = 0
+    #: entries `GET /models/{id}` answers besides the listed ones (a listing that lacks a model it serves)
+    unlisted_models: list[dict[str, Any]] = field(default_factory=list)
+    #: `GET /models/{id}` requests seen
+    model_retrieves: int = 0
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -240,6 +245,16 @@ def _make_handler(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
                     return
                 listed = server.models if server.models is not None else [{"id": "loopback"}]
                 self._send_json(200, {"object": "list", "data": [{"object": "model", **m} for m in listed]})
+            elif "/models/" in self.path:  # retrieve one model: a listed or an unlisted entry, else 404
+                wanted = urllib.parse.unquote(self.path.split("/models/", 1)[1].rstrip("/"))
+                with server._lock:
+                    server.model_retrieves += 1
+                listed = server.models if server.models is not None else [{"id": "loopback"}]
+                found = [m for m in [*listed, *server.unlisted_models] if m.get("id") == wanted]
+                if server.models_status != 200 or not found:
+                    self._send_json(404, {"error": {"message": f"The model {wanted} does not exist"}})
+                    return
+                self._send_json(200, {"object": "model", **found[0]})
             elif not server.route(self, "GET", b""):
                 self._send_json(404, {"error": {"message": "not found"}})
 

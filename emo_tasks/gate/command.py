@@ -16,7 +16,14 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from emo_tasks.cliargs import EXIT_BAD_ARGUMENT, EXIT_ERROR, EXIT_NOT_COMPARABLE, EXIT_PASS, EXIT_REGRESSION
+from emo_tasks.cliargs import (
+    EXIT_BAD_ARGUMENT,
+    EXIT_ERROR,
+    EXIT_JUDGE_SHUTDOWN,
+    EXIT_NOT_COMPARABLE,
+    EXIT_PASS,
+    EXIT_REGRESSION,
+)
 from emo_tasks.gate import calibrated, compare
 from emo_tasks.results import comparable, reader, report
 
@@ -32,6 +39,7 @@ def main_compare(args: argparse.Namespace, write_view: Callable[[argparse.Namesp
     line): 0 written, else its exit code."""
     base = reader.load_run(args.base, args.base_run)
     new = reader.load_run(args.new, args.new_run)
+    near = judge_horizon(base, args, "compare")
     print(f"base: {reader.describe(base)}\nnew:  {reader.describe(new)}")
     if args.metric:
         pairs, unmatched = compare.select_metrics(base, new, args.metric)
@@ -157,7 +165,35 @@ def main_compare(args: argparse.Namespace, write_view: Callable[[argparse.Namesp
         names = ", ".join(f"{r.task}:{r.metric}" for r in failed)
         print(f"emo-tasks compare: significant drop in {names}", file=sys.stderr)
         return EXIT_REGRESSION
-    return viewed
+    return _gated(viewed, near, args, "compare")
+
+
+def judge_horizon(run: reader.Run, args: argparse.Namespace, command: str) -> bool:
+    """Warn when the reference run's judge shuts down within --judge-horizon days (what its judge endpoint
+    reported when it judged: `results.judge_shutdown`); whether it does.  Why: a gate whose reference judge is
+    gone can no longer judge a new run alike; calibrate a replacement while the old judge answers."""
+    from emo_tasks.results.judge_shutdown import describe, run_shutdowns, within
+
+    near = within(run_shutdowns(run), args.judge_horizon)
+    for phrase in describe(near):
+        print(
+            f"emo-tasks {command}: warning: the reference run's judge shuts down within --judge-horizon "
+            f"{args.judge_horizon} days: {phrase}. Calibrate a replacement now (emo-tasks calibrate, then gate with "
+            "--calibration) and export its verdicts (emo-tasks cache export); "
+            "docs/judges.md#before-your-judge-shuts-down",
+            file=sys.stderr,
+        )
+    return bool(near)
+
+
+def _gated(code: int, near: bool, args: argparse.Namespace, command: str) -> int:
+    """`code`, or EXIT_JUDGE_SHUTDOWN (4) when it is a pass, the reference judge shuts down within the horizon and
+    --fail-on-judge-shutdown was given (a regression or a refusal keeps its own code)."""
+    if code == EXIT_PASS and near and getattr(args, "fail_on_judge_shutdown", False):
+        print(f"emo-tasks {command}: failed: --fail-on-judge-shutdown: the reference run's judge shuts down within "
+              f"{args.judge_horizon} days (exit {EXIT_JUDGE_SHUTDOWN})", file=sys.stderr)  # fmt: skip
+        return EXIT_JUDGE_SHUTDOWN
+    return code
 
 
 def _shared(base: reader.Run, new: reader.Run) -> list[str]:
@@ -303,6 +339,7 @@ def main_plan_gate(args: argparse.Namespace) -> int:
     except plan_gate.PlanError as exc:
         print(f"emo-tasks plan-gate: {exc}", file=sys.stderr)
         return EXIT_NOT_COMPARABLE
+    near = judge_horizon(reader.load_run(plan.base), args, "plan-gate")
     print(plan_gate.render(plan))
     path = plan_gate.write(plan, args.out)
     across = f" --calibration {args.calibration}" if args.calibration else ""
@@ -317,4 +354,4 @@ def main_plan_gate(args: argparse.Namespace) -> int:
         except StageError as exc:
             print(f"emo-tasks plan-gate: --cost: {exc} (the subset file is written)", file=sys.stderr)
             return EXIT_ERROR
-    return EXIT_PASS
+    return _gated(EXIT_PASS, near, args, "plan-gate")

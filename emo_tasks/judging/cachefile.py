@@ -45,11 +45,12 @@ class Refused(Exception):
 
 
 def main_cache(args: argparse.Namespace) -> int:
-    """`emo-tasks cache export|import` (the module docstring's exit codes)."""
+    """`emo-tasks cache export|import` (the module docstring's exit codes; `list` is `cachelist.main_list`)."""
     try:
         if args.cache_command == "export":
-            return export_run(Path(args.run), _cache_dir(args.cache), Path(args.out) if args.out else None)
-        return import_file(Path(args.file), _cache_dir(args.cache), keep_existing=args.keep_existing)
+            return export_run(Path(args.run), cache_dir_of(args.cache), Path(args.out) if args.out else None)
+
+        return import_file(Path(args.file), cache_dir_of(args.cache), keep_existing=args.keep_existing)
     except Refused as exc:
         print(f"emo-tasks cache {args.cache_command}: refused: {exc}", file=sys.stderr)
         return EXIT_REFUSED
@@ -58,7 +59,7 @@ def main_cache(args: argparse.Namespace) -> int:
         return EXIT_ERROR
 
 
-def _cache_dir(given: str | None) -> Path:
+def cache_dir_of(given: str | None) -> Path:
     """--cache DIR, else emo-tasks' cache folder (EMO_CACHE_DIR, else the user cache folder): the judge's own."""
     from emo_tasks.settings import cache_dir
 

@@ -49,8 +49,11 @@ from emo_tasks.cliargs import EXIT_BAD_ARGUMENT, EXIT_NOT_COMPARABLE, EXIT_PASS,
 from emo_tasks.judging.agreement import SCORED, InputError, JudgedRun, judge_ratings, load_run, mixed_setup_reason
 from emo_tasks.judging.agreement_report import LEVEL, Pool, pool_task, rating_agreement, score_difference
 from emo_tasks.results.calibration import Shift, calibration_document, judge_identity
+from emo_tasks.results.judge_shutdown import KEY as SHUTDOWN_KEY
+from emo_tasks.results.judge_shutdown import merged
 from emo_tasks.results.layout import JUDGE_DIR, SUMMARY_SUFFIX
 from emo_tasks.results.same_judge import group_by_judge, identity_difference
+from judges.shutdown import warn_recorded
 
 DEFAULT_TOLERANCE = 1.0  # points: MME-Emotion's scores are x100
 ICC_FORM = "ICC(2,1)"  # absolute agreement: a harsher judge disagrees
@@ -523,6 +526,9 @@ def run_cli(
     except InputError as exc:
         say(f"error: {exc}")
         return EXIT_BAD_ARGUMENT
+    # a judge the results say shuts down: said once per model (calibrating now is what it asks for)
+    warn_recorded(merged((log.summary or {}).get(SHUTDOWN_KEY) for p in pairs for side in (p.ref, p.cand)
+                         for log in side.tasks.values()))  # fmt: skip
     known = set(pairs[0].ref.ratings.SCORES)
     unknown = sorted(m for m in tolerance if m is not None and m not in known)
     if unknown:

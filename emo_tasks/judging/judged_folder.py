@@ -145,6 +145,27 @@ def served_conflicts(recorded: Mapping[str, Any], setup: Mapping[str, Any]) -> t
     return conflicts, assume
 
 
+def setup_shutdown(setup: Mapping[str, Any], env: Mapping[str, str], ask: bool = True) -> dict[str, Any]:
+    """What the endpoint says of the shutdown of the setup's judge models (`judges.shutdown.record`: {model:
+    {date, roles}}), said once per model per process (`warn_shutdowns`).  Recorded beside the setup in
+    `judge_setup.json` and in the judged results, never hashed: a date that appears, moves or vanishes changes
+    no folder and no key."""
+    from judges.config import EndpointConfig
+    from judges.fingerprint import served_by_role
+    from judges.shutdown import record, warn_shutdowns
+
+    fps = setup.get("judge_fingerprint")
+    pairs = sorted({(role, model) for fp in (fps.values() if isinstance(fps, Mapping) else ())
+                    if isinstance(fp, Mapping) for role, (model, _) in served_by_role(fp).items()})  # fmt: skip
+    if not pairs:
+        return {}
+    try:
+        endpoint = EndpointConfig.from_env(env)
+    except Exception:  # noqa: BLE001 - an unusable endpoint fails later, with its own message
+        return {}
+    return record(pairs, warn_shutdowns(endpoint, pairs, ask=ask))
+
+
 def settle(
     folder: Path,
     setup: Mapping[str, Any],
@@ -156,7 +177,8 @@ def settle(
     A real difference (both reported, not equal) is a StageRefused (exit 2) naming both values.  A model the
     endpoint does not report now is assumed to be served what the folder recorded (`assume_served`), and the setup
     is built again (`rebuild`) so its fingerprint says so.  The folder's record is then the setup (what a rerun
-    checks against); a folder holding another request's results (--out) is neither checked nor recorded."""
+    checks against) and, beside it, what the endpoint says of its models' shutdown (`setup_shutdown`, never
+    compared); a folder holding another request's results (--out) is neither checked nor recorded."""
     from judges.atomic import atomic_write_text
     from judges.config import EndpointConfig
     from judges.fingerprint import assume_served
@@ -176,6 +198,6 @@ def settle(
         if assume:
             assume_served(EndpointConfig.from_env(env), assume)
             setup = rebuild()
-    doc = {"schema": RECORD_SCHEMA, "judge_setup": dict(setup)}
+    doc = {"schema": RECORD_SCHEMA, "judge_setup": dict(setup), "judge_shutdown": setup_shutdown(setup, env)}
     atomic_write_text(folder / SETUP_RECORD, json.dumps(doc, indent=2, ensure_ascii=False, default=str))
     return dict(setup)

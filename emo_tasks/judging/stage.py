@@ -36,7 +36,7 @@ from typing import Any
 
 from emo_tasks.benchmarks import all_benchmarks, benchmark_of
 from emo_tasks.datafiles import sample_log
-from emo_tasks.judging.judged_folder import judge_slug, judged_dir  # noqa: F401 - re-exported for its callers
+from emo_tasks.judging.judged_folder import judge_slug, judged_dir, setup_shutdown  # noqa: F401 - judge_slug re-exported
 from emo_tasks.judging.stage_types import (  # noqa: F401 - the stage's names, re-exported for its callers
     DEFAULT_MAX_FAILURE_SHARE,
     EXIT_ERROR,
@@ -646,6 +646,8 @@ def write_results(
         "judge_endpoint": endpoint,
         "judge_mode": env.get("EMO_JUDGE"),
         "judge_setup": dict(setup or {}),
+        # what the endpoint says of the judge models' shutdown: beside the setup, never in a key or folder name
+        "judge_shutdown": setup_shutdown(setup or {}, env, ask=False),
         "answers_files": {p.task: str(p.answers_file) for p in plans if p.answers_file is not None},
     }
     partial = {p.task: {"judged": len(p.samples), "of": p.n_expected, "missing_doc_ids": p.missing}

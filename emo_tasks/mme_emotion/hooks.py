@@ -47,7 +47,7 @@ from judges.atomic import atomic_write_text
 
 from . import scoring
 from .data import DataError, benchmark_root, check_videos_exist, load_task_docs, probe_video
-from .judge import Judgement, TaskAnswers, judge, judged_identity
+from .judge import Judgement, TaskAnswers, judge, judge_shutdown, judged_identity
 from .protocol import model_prompt, prompt_hashes, spec_for
 from .remux import model_ready_path
 from .run_state import STATE, record_key
@@ -327,6 +327,9 @@ def _evaluate(records: list[dict[str, Any]], settings: MMESettings, args: Any) -
         "seconds": round(time.perf_counter() - started, 3),
         # judge failures that are answers cut off inside an agent's reasoning (a reasoning judge out of tokens)
         "n_judge_truncated": sum(j.truncated for j in judgements if j and not j.ok) if api else None,
+        # what the endpoint said of the judge models' shutdown: a fact about the endpoint recorded with the
+        # fingerprint, never in a key (last: the keys before it keep their order)
+        "judge_shutdown": judge_shutdown(settings) if api else None,
     }  # fmt: skip
     if api:
         summary.update(judge_accounting(settings, stats))

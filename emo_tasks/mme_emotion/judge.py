@@ -36,7 +36,9 @@ from judges import (
     text_message,
     user_message,
 )
-from judges.fingerprint import fingerprint
+from judges.fingerprint import fingerprint, shutdown_dates
+from judges.shutdown import record as shutdown_record
+from judges.shutdown import warn_shutdowns
 
 from .data import video_identity
 from .parsers import parse_scores, parse_steps, per_task_rule_differs, score_validator, step_validator
@@ -285,6 +287,14 @@ def judge_fingerprint(settings: MMESettings, listing: Mapping[str, Mapping[str, 
     return fingerprint(roles, protocol=name, prompts=prompts, listing=listing)
 
 
+def judge_shutdown(settings: MMESettings) -> dict[str, Any]:
+    """What the endpoint said of the judge models' shutdown, as the summary records it beside the fingerprint
+    (`judges.shutdown.record`: {model: {date, roles}}, {} when it gave no date); only what this process already
+    learnt (asked when the judge ran), never part of a key."""
+    endpoint = get_engine(settings.engine).endpoint
+    return shutdown_record(settings.models, shutdown_dates(endpoint, [m for _, m in settings.models], ask=False))
+
+
 def frames_part(record: dict[str, Any]) -> VideoFramesPart:
     """The judge's view of a record's video: one frame per second, the first ten (the official sampling)."""
     return VideoFramesPart(
@@ -375,6 +385,8 @@ def _pipeline(tasks: Sequence[TaskAnswers], progress: bool | None) -> list[Judge
     async def row(lanes: Mapping[str, Lane], item: tuple[dict[str, Any], Future]) -> Judgement:
         return await _judge_row(lanes, item[0], item[1], settings)
 
+    # a judge model the endpoint says shuts down: said once per model per process, before anything is sent
+    warn_shutdowns(get_engine(settings.engine).endpoint, settings.models)
     with prepare_media(settings.media, groups, _video_path, frames_part) as parts:
         run = run_agents(
             settings.engine,

@@ -426,7 +426,8 @@ def judge_run_predictions(
     atomically.
     """
     from emo_tasks.common import atomic_write_text
-    from judges.fingerprint import served_models
+    from judges.fingerprint import served_models, shutdown_dates
+    from judges.shutdown import record
 
     settings = _run_settings(records, settings)
     images = _run_images(records, settings)
@@ -443,6 +444,10 @@ def judge_run_predictions(
         "judged_metrics": metrics,
         "judge_model": settings.judge_model,
         "judge_fingerprint": judge_fingerprint(settings, served_models(settings.engine.endpoint)),
+        # what the endpoint said of the judge model's shutdown (a fact beside the fingerprint, never in a key)
+        "judge_shutdown": record(
+            {"judge": settings.judge_model}, shutdown_dates(settings.engine.endpoint, [settings.judge_model], ask=False)
+        ),
         "n_items": n_items,
         "n_judge_failed": sum(r["parse_status"] == "judge_failed" for r in rows),
         "n_judge_truncated": n_truncated(rows),

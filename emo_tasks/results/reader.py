@@ -319,6 +319,12 @@ def describe(run: Run) -> str:
                       for t in run.results if (r := run.subset(t)) is not None})  # fmt: skip
     for name, n_tasks in subsets:
         text += f" [subset {name!r}: {n_tasks} task(s) ran on its rows]"
+    from emo_tasks.results.judge_shutdown import describe as shutdown_words
+    from emo_tasks.results.judge_shutdown import run_shutdowns
+
+    shutdowns = shutdown_words(run_shutdowns(run))
+    if shutdowns:  # what the judge endpoint reported when it judged: a judge that shuts down
+        text += f" [judge shutdown reported: {'; '.join(shutdowns)}]"
     return text + (f" [{run.choice}]" if run.choice else "")
 
 

@@ -28,6 +28,7 @@ Leaderboard JSON (`emo-tasks report --format json`), schema "emo-tasks/leaderboa
                                                           # reasoning judge's reasoning (docs/judges.md)
         "judge_api_models": {task: {role: {model id the API reported: answers}} | null},
         "judge_endpoint": {task: "host[:port]" | null},
+        "judge_shutdown": {model: {"date": "YYYY-MM-DD", "roles": [str]}},  # the judge endpoint's shutdown_date
         "alpha": {task: float | null},
         "data_hash": {task: str | null},  # sha256[:16] over the sorted (doc_id, target) pairs of the sample
                                           # log (targets carry a row hash); null without --log_samples
@@ -55,6 +56,7 @@ from typing import Any
 
 from emo_tasks.benchmarks import Benchmark, all_benchmarks, benchmark_of
 from emo_tasks.metrics import Metric
+from emo_tasks.results.judge_shutdown import run_shutdowns
 from emo_tasks.results.layout import MARKER
 from emo_tasks.results.reader import (
     Run,
@@ -371,6 +373,7 @@ def leaderboard(runs: Sequence[Run], resamples: int = 1000, seed: int = 0) -> di
                 "n_judge_truncated": _by_task(run, "n_judge_truncated"),
                 "judge_api_models": _by_task(run, "api_models"),
                 "judge_endpoint": _by_task(run, "judge_endpoint"),
+                "judge_shutdown": run_shutdowns(run),
                 "alpha": _by_task(run, "alpha"),
                 "data_hash": dict(sorted(run.data_hashes.items())),
                 "subset": subset_summary(run),

@@ -27,6 +27,8 @@ from typing import Any
 from emo_tasks.benchmarks import Benchmark, SampleView, all_benchmarks, load_object
 from emo_tasks.gate.flips import changes, compared_metrics, headline_metrics, titles
 from emo_tasks.metrics import Metric
+from emo_tasks.results.judge_shutdown import describe as shutdown_words
+from emo_tasks.results.judge_shutdown import run_shutdowns
 from emo_tasks.results.layout import MARKER
 from emo_tasks.results.reader import Run, describe
 from emo_tasks.results.report import Cell, Table, run_notes, run_task, task_for_column
@@ -290,6 +292,8 @@ def run_data(i: int, run: Run) -> dict[str, Any]:
         "id": run_id(i), "label": run.label, "model": run.model, "model_args": run.model_args,
         "results_file": str(run.results_file), "date": run.data.get("date"), "describe": describe(run),
         "notes": run_notes(run),
+        # the judge endpoint's announced shutdown of each judge model, where it gave one (results/judge_shutdown)
+        "judge_shutdown": shutdown_words(run_shutdowns(run)),
     }  # fmt: skip
 
 

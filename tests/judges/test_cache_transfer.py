@@ -157,6 +157,8 @@ def test_export_of_a_folder_without_judged_results_is_refused(tmp_path: Path, ca
         (["export", "{tmp}", "--out", "{tmp}"], "--out"),
         (["import", "{tmp}/no-such-file"], "FILE"),
         (["import", "{tmp}/file", "--cache", "{tmp}/file"], "--cache"),
+        (["list", "--cache", "{tmp}/no-such-cache"], "--cache"),
+        (["list", "--run", "{tmp}/no-such-run"], "--run"),
     ],
 )
 def test_a_bad_argument_of_an_action_exits_3_naming_it(tmp_path: Path, capsys, argv: list[str], flag: str) -> None:
@@ -165,3 +167,35 @@ def test_a_bad_argument_of_an_action_exits_3_naming_it(tmp_path: Path, capsys, a
     code = cli.main(["cache", *(a.format(tmp=tmp_path) for a in argv)])
     err = capsys.readouterr().err
     assert code == 3 and len(err.splitlines()) == 1 and flag in err, err
+
+
+def test_cache_list_counts_what_the_cache_holds_per_model_and_role(
+    server: LoopbackServer, make_engine, tmp_path: Path, capsys
+) -> None:
+    """`emo-tasks cache list --json` (issue 46, item 4): per model and role, the verdicts the cache holds, counted
+    here another way (the SQLite file's rows read directly), and the first and last use; no cache: exit 3."""
+    import sqlite3
+
+    cache = tmp_path / "cache"
+    engine = make_engine(server, cache_dir=cache)
+    engine.run([req(f"q{i}") for i in range(5)])
+    engine.run([JudgeRequest([text_message("user", f"s{i}")], role="step", model="step-model") for i in range(3)])
+    engine.run([JudgeRequest([text_message("user", "s0")], role="step", model="step-model")])  # cached: no row
+    engine.close()
+    assert cli.main(["cache", "list", "--cache", str(cache), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    conn = sqlite3.connect(cache / "judge_cache.sqlite3")
+    direct: dict[tuple[str, str], int] = {}
+    for model, summary in conn.execute("SELECT model, summary FROM answers"):
+        role = json.loads(summary)["role"]
+        direct[(model, role)] = direct.get((model, role), 0) + 1
+    conn.close()
+    assert {(g["model"], g["role"]): g["verdicts"] for g in doc["groups"]} == direct
+    assert direct == {("judge-model", "judge"): 5, ("step-model", "step"): 3}
+    assert doc["verdicts"] == 8 and all(g["first_use"] <= g["last_use"] for g in doc["groups"])
+    assert all(g["runs"] is None and g["shutdown_date"] is None for g in doc["groups"])  # not asked: no --run
+    assert cli.main(["cache", "list", "--cache", str(cache)]) == 0
+    text = capsys.readouterr().out
+    assert "step-model" in text and "8 verdicts" in text
+    assert cli.main(["cache", "list", "--cache", str(tmp_path)]) == 3  # a folder without a cache
+    assert "no judge answer cache" in capsys.readouterr().err

@@ -297,3 +297,125 @@ def test_kill_9_during_a_batch_then_models_failing_uploads_nothing_again(run_dir
     files = json.loads(state.read_text())["files"]
     assert counters["uploads"] == counters["batches_created"] == len(files)
     assert judge.seen and judge.twice() == []  # no request was batched (and paid for) twice
+
+
+# ------------------------------------------------------------------ issue 46: a judge's announced shutdown date
+TODAY = "2026-12-05"
+IN_10, IN_90 = "2026-12-15", "2027-03-05"
+
+
+def dated(step: Any = IN_10, judge: Any = IN_90) -> list[dict[str, Any]]:
+    """`/models` as OpenAI answers it, each model with its `shutdown_date` ("absent": no such field)."""
+    out = []
+    for model, value in ((STEP, step), (JUDGE, judge)):
+        entry: dict[str, Any] = {"id": model, "owned_by": "system"}
+        if value != "absent":
+            entry["shutdown_date"] = value
+        out.append(entry)
+    return out
+
+
+def _said(proc: subprocess.CompletedProcess) -> list[str]:
+    return [line for line in proc.stderr.splitlines() if "shuts down on" in line]
+
+
+def test_a_shutdown_date_is_said_once_per_model_recorded_and_never_moves_a_folder_or_key(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    """`emo-tasks judge` against an endpoint announcing the step model's shutdown in 10 days and the judge's in 90:
+    one line per model (urgent within 30), recorded beside the setup and in the results and summary; the date
+    null, absent, garbage or moved: the same folder, every answer a cache hit; garbage: one warning, exit 0.  The
+    report and the viewer show it; `cache list --run` names the run's verdicts with their date."""
+    run, cache = _own_run(run_dir, tmp_path), with_mme_sample(tmp_path / "cache")
+    with LoopbackServer(responder=Judge(), models=dated()) as srv:
+        env = cli_env(cache, srv, EMO_TODAY=TODAY)
+        first = run_emo(env, "judge", str(run), "--tasks", TASK)
+        assert first.returncode == 0, first.stderr[-3000:]
+        said = _said(first)
+        assert len(said) == 2, said
+        assert any("URGENT" in x and f"{STEP} (step)" in x and "(10 days left)" in x for x in said), said
+        assert any("URGENT" not in x and f"{JUDGE} (judge)" in x and "(90 days left)" in x for x in said), said
+        (folder,) = _folders(run)
+        calls = len(srv.calls)
+        want = {STEP: {"date": IN_10, "roles": ["step"]}, JUDGE: {"date": IN_90, "roles": ["judge"]}}
+        record = json.loads((folder / "judge_setup.json").read_text())
+        assert record["judge_shutdown"] == want and "shutdown" not in json.dumps(record["judge_setup"])
+        results = json.loads(sorted(folder.glob("*_results.json"))[-1].read_text())["emo_tasks_judge"]
+        setup, summary = _records(folder)
+        assert results["judge_shutdown"] == want and summary["judge_shutdown"] == want
+        fingerprint = summary["judge_fingerprint"]
+        for value, warned in ((None, 0), ("absent", 0), ("soon", 0), ("2027-06-01", 1), (IN_10, 1)):
+            srv.models = dated(step=value)
+            again = run_emo(env, "judge", str(run), "--tasks", TASK)
+            assert again.returncode == 0, (value, again.stderr[-3000:])
+            assert _folders(run) == [folder], value  # the date is no part of the folder's name
+            assert len(srv.calls) == calls, value  # nor of a cache key: every answer a hit
+            assert _records(folder)[0] == setup and _records(folder)[1]["judge_fingerprint"] == fingerprint
+            assert len([x for x in _said(again) if STEP in x]) == warned, (value, _said(again))
+            bad = [x for x in again.stderr.splitlines() if "not a date" in x]
+            assert len(bad) == (value == "soon"), bad
+            if value == "soon":
+                assert srv.base_url.split("//")[1].split("/")[0] in bad[0] and '"soon"' in bad[0]
+
+    report = run_emo(env, "report", str(folder))
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert f"judge shutdown reported: {STEP} (step) on {IN_10} (10 days left)" in report.stdout, report.stdout
+    as_json = run_emo(env, "report", str(folder), "--format", "json")
+    assert json.loads(as_json.stdout)["runs"][0]["judge_shutdown"] == want
+    view = run_emo(env, "view", str(folder), "--out", str(tmp_path / "site"))
+    assert view.returncode == 0, view.stderr[-3000:]
+    text = (tmp_path / "site" / "data" / "site.js").read_text()  # emoSite.receive("site", {...});
+    _, overview = json.loads("[" + text[len("emoSite.receive(") : -3] + "]")
+    assert overview["runs"][0]["judge_shutdown"] == [f"{STEP} (step) on {IN_10} (10 days left)",
+                                                     f"{JUDGE} (judge) on {IN_90} (90 days left)"]  # fmt: skip
+
+    listed = run_emo(env, "cache", "list", "--run", str(run), "--json")
+    assert listed.returncode == 0, listed.stderr[-3000:]
+    doc = json.loads(listed.stdout)
+    import sqlite3
+
+    conn = sqlite3.connect(cache / "judge_cache.sqlite3")
+    direct = {(m, r): n for m, r, n in conn.execute(
+        "SELECT model, json_extract(summary, '$.role'), COUNT(*) FROM answers GROUP BY 1, 2")}  # fmt: skip
+    conn.close()
+    assert {(g["model"], g["role"]): g["verdicts"] for g in doc["groups"]} == direct
+    assert set(direct) == {(STEP, "step"), (JUDGE, "judge")}
+    by_model = {g["model"]: g for g in doc["groups"]}
+    assert by_model[STEP]["shutdown_date"] == IN_10 and by_model[JUDGE]["shutdown_date"] == IN_90
+    assert all(g["runs"] == [str(folder)] for g in doc["groups"]), doc
+
+
+def test_the_gate_warns_within_its_horizon_and_fails_with_the_flag_calibrate_and_batch_say_it(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    """compare and plan-gate on a reference run whose step model shuts down in 10 days: a warning within the
+    default 30-day horizon, none with --judge-horizon 5; --fail-on-judge-shutdown turns a pass into exit 4.
+    `emo-tasks judge --batch` and `calibrate` say each model once."""
+    run, cache = _own_run(run_dir, tmp_path), with_mme_sample(tmp_path / "cache")
+    quick = Lifecycle(in_progress=1, finalizing=0)
+    with BatchServer(responder=Judge(), models=dated(), default_lifecycle=quick) as srv:
+        env = cli_env(cache, srv, EMO_TODAY=TODAY, EMO_JUDGE_BACKOFF_BASE="0.01", EMO_JUDGE_BACKOFF_MAX="0.05")
+        batch = _batch(env, run)
+        assert batch.returncode == 0, batch.stderr[-3000:]
+        assert len(_said(batch)) == 2, _said(batch)
+        (ref,) = _folders(run)
+        cand = tmp_path / "cand"
+        other = run_emo(env, "judge", str(run), "--tasks", TASK, "--judge-model", "judge-b", "--out", str(cand))
+        assert other.returncode == 0, other.stderr[-3000:]
+        assert [x for x in _said(other) if STEP in x] and not [x for x in _said(other) if JUDGE in x]
+    cal = run_emo(env, "calibrate", str(ref), str(cand), "--out", str(tmp_path / "cal.json"))
+    assert cal.returncode in (0, 1), cal.stderr[-3000:]
+    said = _said(cal)  # from what the folders recorded: once per model, however many tasks and sides record it
+    assert len(said) == 2 and any(STEP in x and "URGENT" in x for x in said), said
+
+    for flags, code, warned in (((), 0, True), (("--judge-horizon", "5"), 0, False),
+                                (("--fail-on-judge-shutdown",), 4, True),
+                                (("--fail-on-judge-shutdown", "--judge-horizon", "5"), 0, False)):  # fmt: skip
+        proc = run_emo(env, "compare", str(ref), str(ref), *flags)
+        assert proc.returncode == code, (flags, proc.stdout[-2000:], proc.stderr[-2000:])
+        lines = [x for x in proc.stderr.splitlines() if "within --judge-horizon" in x]
+        assert len(lines) == warned and (not warned or f"{STEP} (step) on {IN_10}" in lines[0]), proc.stderr
+        out = tmp_path / f"plan{len(flags)}{code}.json"
+        plan = run_emo(env, "plan-gate", str(ref), "--detect", "60", "--out", str(out), *flags)
+        assert plan.returncode == code, (flags, plan.stdout[-2000:], plan.stderr[-2000:])
+        assert len([x for x in plan.stderr.splitlines() if "within --judge-horizon" in x]) == warned, plan.stderr

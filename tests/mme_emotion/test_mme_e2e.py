@@ -181,8 +181,11 @@ def test_sample_with_loopback_judge_matches_official_formulas_and_reruns_from_ca
     # each judge answer takes 1 s, as a remote judge's does: the one-pipeline check below compares request times, and
     # with instant answers a step request that a loaded machine (the other xdist worker) started late failed it
     fake = FakeJudge(judge_delay_s=1.0)
-    with LoopbackServer(responder=fake, expected_api_key=API_KEY) as srv:
-        env = _env(tmp_path, OPENAI_BASE_URL=srv.base_url, OPENAI_API_KEY=API_KEY)
+    # the endpoint announces both judge models' shutdown (issue 46): said once per model by the in-process judge
+    dated = [{"id": "gpt-4.1-2025-04-14", "owned_by": "system", "shutdown_date": "2026-12-15"},
+             {"id": "gpt-4o-2024-11-20", "owned_by": "system", "shutdown_date": "2027-03-05"}]  # fmt: skip
+    with LoopbackServer(responder=fake, expected_api_key=API_KEY, models=dated) as srv:
+        env = _env(tmp_path, OPENAI_BASE_URL=srv.base_url, OPENAI_API_KEY=API_KEY, EMO_TODAY="2026-12-05")
         results, proc = run_lmms_eval(tmp_path, tmp_path / "out1", env, "--log_samples")
         first_calls = len(srv.calls)
         sent = list(srv.calls)
@@ -225,6 +228,17 @@ def test_sample_with_loopback_judge_matches_official_formulas_and_reruns_from_ca
     summaries = [json.loads(p.read_text()) for p in (tmp_path / "out1" / "emo_tasks_judge").glob("*_summary.json")]
     assert {s["data_source"] for s in summaries} == {"sample"}
     assert all(s["judge_protocol"] == "guarded" for s in summaries)
+    # the announced shutdown: one line per model per command (8 tasks, 2 runs), urgent within 30 days; recorded
+    # in every task's summary beside the fingerprint, which it leaves alone (the rerun was all cache hits)
+    for p in (proc, proc2):
+        said = [line for line in p.stderr.splitlines() if "shuts down on" in line]
+        assert len(said) == 2, said
+        assert any("URGENT" in x and "gpt-4.1-2025-04-14 (step)" in x and "(10 days left)" in x for x in said)
+        assert any("URGENT" not in x and "gpt-4o-2024-11-20 (judge)" in x and "(90 days left)" in x for x in said)
+    assert all(s["judge_shutdown"] == {"gpt-4.1-2025-04-14": {"date": "2026-12-15", "roles": ["step"]},
+                                       "gpt-4o-2024-11-20": {"date": "2027-03-05", "roles": ["judge"]}}
+               for s in summaries)  # fmt: skip
+    assert all("shutdown" not in json.dumps(s["judge_fingerprint"]) for s in summaries)
 
 
 @pytest.mark.slow

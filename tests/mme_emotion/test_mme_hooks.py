@@ -115,7 +115,7 @@ SUMMARY_KEYS = [
     "benchmark", "tasks", "data_source", "judge_mode", "judge_protocol", "audio_clues", "judge_models",
     "judge_fingerprint", "alpha",
     "prompt_hashes", "n_samples", "metrics", "judge_failures", "n_rule_differs", "per_category", "seconds",
-    "n_judge_truncated",
+    "n_judge_truncated", "judge_shutdown",
 ]  # fmt: skip
 
 

@@ -191,7 +191,9 @@
         h("tr", null, h("th", null, "Run"), h("th", null, "Model"), h("th", null, "Date"), h("th", null, "Results file"), h("th", null, "Notes")),
         site.runs.map((r) => h("tr", null,
           h("td", null, r.id.toUpperCase() + ": " + r.label),
-          h("td", null, r.model || "?"),
+          h("td", null, r.model || "?", (r.judge_shutdown || []).length
+            ? h("div", { class: "small judge-shutdown" }, "Judge shuts down (the endpoint reported): " + r.judge_shutdown.join("; "))
+            : null),
           h("td", null, r.date || "?"),
           h("td", { class: "small" }, r.results_file),
           h("td", null, r.notes.length
