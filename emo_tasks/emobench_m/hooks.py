@@ -10,8 +10,11 @@ input JSON would hold it; `evaluate` computes the task's metrics once for all it
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from loguru import logger
 
 from emo_tasks import subset
 from emo_tasks.common import DataError, placeholder_name, row_target
@@ -145,7 +148,29 @@ def sample_result(record: Mapping[str, Any]) -> scoring.SampleResult:
 
 
 def evaluate(items: Sequence[dict[str, Any]], args: Any = None) -> dict[str, Any]:
-    """The task's metrics, computed once for all its metric aggregations (keyed by the settings and records)."""
+    """The task's metrics, computed once for all its metric aggregations (keyed by the settings and records); a
+    generation task (SMILE) adds the authors' LLM scorer's ratings when a judge is configured (`judge.py`)."""
     settings = tuple(STATE.sources.get(s) for s in sorted({r.get("data_source", "benchmark") for r in items}))
     key = (settings, tuple((r["scenario"], r["row_id"], r["answer"]) for r in items))
-    return STATE.memo.get(key, lambda: scoring.task_metrics([sample_result(r) for r in items]))
+    return STATE.memo.get(key, lambda: _metrics(items, settings[0] if settings else None))
+
+
+def _metrics(items: Sequence[dict[str, Any]], settings: EmoBenchMSettings | None) -> dict[str, Any]:
+    out = scoring.task_metrics([sample_result(r) for r in items])
+    if not items or items[0]["kind"] != scoring.GENERATION:
+        return out
+    mode = settings.judge_mode if settings is not None else "offline"
+    if mode != "api" or settings is None:
+        why = "judging deferred (EMO_JUDGE=defer)" if mode == "defer" else "no LLM judge configured"
+        line = (
+            f"emo-tasks: EmoBench-M {items[0]['scenario']}: {why}: the LLM scorer's metrics (llm_logical, "
+            "llm_multimodal, llm_total) are N/A; run `emo-tasks judge RUN_DIR` with a judge endpoint to add them"
+        )
+        logger.warning(line)
+        print(line, file=sys.stderr, flush=True)
+        return out
+    from . import judge
+
+    for name, value in judge.aggregate(judge.rate(list(items), settings)).items():
+        out[name] = scoring.Count(value) if name == "n_judge_failed" else scoring.Pooled(float(value[0]), value[1])
+    return out
