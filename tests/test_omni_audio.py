@@ -3,9 +3,11 @@
 Slow part: tiny random-weight Qwen2.5-Omni and Qwen3-Omni checkpoints are built locally (tests/tools/tiny_omni.py,
 once per session each, in a subprocess) and `lmms-eval` runs `mme_emotion_sample_er_lab` (2 rows, real clips with a
 tone on their audio track) through tests/tools/run_omni_probe.py, which records what the class hands to the real
-processor and to `generate`.  The chat classes (`--model qwen2_5_omni`, `--model qwen3_omni`) must pass one
-waveform per request, with audio placeholder tokens in the prompt and `input_features` reaching `generate`; the
-simple classes (`--force_simple`) must be refused before inference, naming the class and the chat class to run.
+processor and to `generate`; the same run also asks `emobench_m_sample_mosi` (2 rows, 2 s clips with a tone), so
+EmoBench-M's hooks are checked by the same model load.  The chat classes (`--model qwen2_5_omni`, `--model
+qwen3_omni`) must pass one waveform per request, with audio placeholder tokens in the prompt and `input_features`
+reaching `generate`; the simple classes (`--force_simple`) must be refused before inference, naming the class and
+the chat class to run.
 Fast part: the WAV extraction, the route per class, and the transformers behaviour the refusal rests on.
 """
 
@@ -29,6 +31,8 @@ TOOLS = Path(__file__).parent / "tools"
 TASK = "mme_emotion_sample_er_lab"
 ROWS = 2
 CLIP_SECONDS = 3.0
+#: EmoBench-M's task in the same lmms-eval run (its bundled sample's clips: 2 s, emobench_m/sample.py)
+EBM_TASK, EBM_CLIP_SECONDS = "emobench_m_sample_mosi", 2.0
 
 
 # ------------------------------------------------------------------------------------------------ fast
@@ -115,7 +119,16 @@ def _run(name: str, simple: bool, tiny: dict[str, Path], work: Path) -> tuple[li
     )
     cmd = [sys.executable, str(TOOLS / "run_omni_probe.py"), str(probe), "--model", name]
     cmd += ["--force_simple"] if simple else []
-    cmd += ["--model_args", model_args, "--tasks", TASK, "--gen_kwargs", "max_new_tokens=4", "--batch_size", "1"]
+    cmd += [
+        "--model_args",
+        model_args,
+        "--tasks",
+        f"{TASK},{EBM_TASK}",
+        "--gen_kwargs",
+        "max_new_tokens=4",
+        "--batch_size",
+        "1",
+    ]
     cmd += ["--output_path", str(work / "out")]
     proc = subprocess.run(cmd, env=env, cwd=work, capture_output=True, text=True, timeout=540)
     log = proc.stdout + proc.stderr
@@ -130,11 +143,13 @@ def test_chat_class_hears_the_videos_audio(name: str, tiny_omni: dict[str, Path]
     records, log, results = _run(name, False, tiny_omni, tmp_path)
     calls = [r for r in records if r["kind"] == "processor"]
     generates = [r for r in records if r["kind"] == "generate"]
-    assert len(calls) == ROWS and len(generates) == ROWS, log[-6000:]
+    assert len(calls) == 2 * ROWS and len(generates) == 2 * ROWS, log[-6000:]
+    seconds = sorted(call["audio_samples"][0] / 16000 for call in calls if call["n_audio"] == 1)
+    # the whole track, at 16 kHz: MME-Emotion's two clips and EmoBench-M's two
+    assert seconds == pytest.approx([EBM_CLIP_SECONDS] * ROWS + [CLIP_SECONDS] * ROWS, abs=0.1), calls
     for call in calls:
         assert call["caller"] == f"lmms_eval.models.chat.{name}" and call["use_audio_in_video"] is False
         assert call["n_videos"] == 1 and call["n_audio"] == 1, call
-        assert abs(call["audio_samples"][0] / 16000 - CLIP_SECONDS) < 0.1, call  # the whole track, at 16 kHz
         assert call["audio_tokens"] > 0 and call["audio_frames"] > 0 and call["video_tokens"] > 0, call
     for gen in generates:  # the audio features reach the model
         assert gen["input_features"] and gen["input_features"][1] == 128, gen

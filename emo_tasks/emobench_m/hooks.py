@@ -1,21 +1,27 @@
 """lmms-eval hooks for EmoBench-M: thin adapters; the label reading and the metrics come from the pure `scoring`.
 
 Each scenario is one task (`dataset_name: emobench_m/<benchmark|sample>/<scenario>`); the model is given the video
-file (its audio track included: omni models hear it) and the authors' prompt from the data.  `process_results`
+file (its audio track included) and the authors' prompt from the data; chat model classes get both as one user
+turn (`doc_to_messages`), and lmms-eval's Qwen-Omni chat classes, which never read a video's own track, also get
+its audio as a WAV part (`emo_tasks.models.omni`, as MME-Emotion's hooks do).  `process_results`
 reads the label (or the emotion and intent, or keeps the generated text) and records the sample as the authors'
 input JSON would hold it; `evaluate` computes the task's metrics once for all its aggregations.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from loguru import logger
 
 from emo_tasks import subset
 from emo_tasks.common import DataError, placeholder_name, row_target
 from emo_tasks.datafiles import SOURCES
 from emo_tasks.metrics import paired_fields
-from emo_tasks.settings import environ, refuse_batch_judge, refuse_lmms_flags
+from emo_tasks.models import omni
+from emo_tasks.settings import CommonSettings, environ, refuse_batch_judge, refuse_lmms_flags
 
 from . import scoring
 from .data import load_docs
@@ -63,11 +69,15 @@ def subset_stratum(doc: Mapping[str, Any]) -> str:
 
 
 def process_docs(dataset: Any) -> Any:
-    """Replace lmms-eval's placeholder row with the validated docs (`load_task` with the process environment)."""
+    """Replace lmms-eval's placeholder row with the validated docs (`load_task` with the process environment).
+    Before inference, an omni model class that cannot hear the videos' audio is refused (`omni.prepare`)."""
     import datasets
 
+    env = environ()
+    name = placeholder_name(dataset, "EmoBench-M")
     refuse_lmms_flags("EmoBench-M")
-    return datasets.Dataset.from_list(load_task(placeholder_name(dataset, "EmoBench-M"), environ()))
+    omni.prepare(CommonSettings.from_env(env).model_audio)
+    return datasets.Dataset.from_list(load_task(name, env))
 
 
 def doc_to_target(doc: dict[str, Any], model_specific_target_kwargs: Any = None) -> str:
@@ -84,6 +94,23 @@ def doc_to_text(doc: dict[str, Any], lmms_eval_specific_kwargs: dict[str, Any] |
     """The authors' prompt from the data.  kwargs: `pre_prompt`, `post_prompt` (text around it)."""
     kw = dict(lmms_eval_specific_kwargs or {})
     return f"{kw.get('pre_prompt', '')}{doc['prompt']}{kw.get('post_prompt', '')}"
+
+
+def _common(doc: Mapping[str, Any]) -> CommonSettings:
+    """The settings the doc's source was loaded with (process_docs registered them); read afresh otherwise."""
+    loaded = STATE.sources.get(doc.get("data_source", "benchmark"))
+    return loaded.common if loaded is not None else CommonSettings.from_env(environ())
+
+
+def doc_to_messages(doc: dict[str, Any], lmms_eval_specific_kwargs: dict[str, Any] | None = None) -> list[dict]:
+    """Chat models: one user turn, the video first, then the prompt (`doc_to_text`).  The Qwen-Omni chat classes
+    also get the video's audio as a WAV part after the video (`omni.audio_part`; EMO_MODEL_AUDIO=off: none)."""
+    content: list[dict[str, Any]] = [{"type": "video", "url": doc["video_path"]}]
+    wav = omni.audio_part(doc["video_path"], _common(doc).cache_dir)
+    if wav is not None:
+        content.append({"type": "audio", "url": wav})
+    content.append({"type": "text", "text": doc_to_text(doc, lmms_eval_specific_kwargs)})
+    return [{"role": "user", "content": content}]
 
 
 def _answer(results: Sequence[Any]) -> str:
@@ -121,7 +148,29 @@ def sample_result(record: Mapping[str, Any]) -> scoring.SampleResult:
 
 
 def evaluate(items: Sequence[dict[str, Any]], args: Any = None) -> dict[str, Any]:
-    """The task's metrics, computed once for all its metric aggregations (keyed by the settings and records)."""
+    """The task's metrics, computed once for all its metric aggregations (keyed by the settings and records); a
+    generation task (SMILE) adds the authors' LLM scorer's ratings when a judge is configured (`judge.py`)."""
     settings = tuple(STATE.sources.get(s) for s in sorted({r.get("data_source", "benchmark") for r in items}))
     key = (settings, tuple((r["scenario"], r["row_id"], r["answer"]) for r in items))
-    return STATE.memo.get(key, lambda: scoring.task_metrics([sample_result(r) for r in items]))
+    return STATE.memo.get(key, lambda: _metrics(items, settings[0] if settings else None))
+
+
+def _metrics(items: Sequence[dict[str, Any]], settings: EmoBenchMSettings | None) -> dict[str, Any]:
+    out = scoring.task_metrics([sample_result(r) for r in items])
+    if not items or items[0]["kind"] != scoring.GENERATION:
+        return out
+    mode = settings.judge_mode if settings is not None else "offline"
+    if mode != "api" or settings is None:
+        why = "judging deferred (EMO_JUDGE=defer)" if mode == "defer" else "no LLM judge configured"
+        line = (
+            f"emo-tasks: EmoBench-M {items[0]['scenario']}: {why}: the LLM scorer's metrics (llm_logical, "
+            "llm_multimodal, llm_total) are N/A; run `emo-tasks judge RUN_DIR` with a judge endpoint to add them"
+        )
+        logger.warning(line)
+        print(line, file=sys.stderr, flush=True)
+        return out
+    from . import judge
+
+    for name, value in judge.aggregate(judge.rate(list(items), settings)).items():
+        out[name] = scoring.Count(value) if name == "n_judge_failed" else scoring.Pooled(float(value[0]), value[1])
+    return out

@@ -9,6 +9,7 @@ group (`emobench_m` / `emobench_m_sample`) pools its scenarios' samples.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from emo_tasks.benchmarks import Benchmark
@@ -45,6 +46,28 @@ def sample_values(rows: list[dict[str, Any]]) -> dict[str, dict[Any, float]]:
     return scoring.TABLE.per_sample_values(units)
 
 
+def judge_setup(env: Mapping[str, str], extra_judge: bool = False) -> dict[str, Any]:
+    """The LLM scorer of SMILE's reasons, when one is configured: its model and fingerprint (for the judge stage's
+    folder name and results); {} otherwise (the rule metrics need no judge)."""
+    from .settings import EmoBenchMSettings
+
+    settings = EmoBenchMSettings.from_env(env, "sample")  # the judge's values; the data are not needed here
+    if settings.judge_mode != "api" or settings.engine is None:
+        return {}
+    from judges import JudgeRequest
+    from judges.fingerprint import fingerprint, served_models
+
+    from .judge import scorer_spec
+
+    sampling = dict(settings.judge_sampling)
+    params = JudgeRequest([], model=settings.judge_model, temperature=float(sampling.pop("temperature", 0.0)),  # type: ignore[arg-type]
+                          params=sampling).payload_params()  # fmt: skip
+    listing = served_models(settings.engine.endpoint)
+    return {"emobench_m_judge": settings.judge_model, "judge_fingerprint": fingerprint(
+        {"judge": (settings.judge_model, params)}, protocol="emobench_m llm scorer", prompts=scorer_spec(),
+        listing=listing)}  # fmt: skip
+
+
 BENCHMARK = Benchmark(
     key="emobench_m",
     title="EmoBench-M",
@@ -59,4 +82,5 @@ BENCHMARK = Benchmark(
     members=MEMBERS,
     exports={"emobench-m-official": "emo_tasks.emobench_m.export:export_emobench_m_official"},
     view_samples="emo_tasks.emobench_m.view:view_samples",
+    judge_setup=judge_setup,
 )

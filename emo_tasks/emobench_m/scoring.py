@@ -294,6 +294,11 @@ def _generation(name: str) -> Callable[[SampleResult], float | None]:
     return value
 
 
+LLM_NULL = (
+    "classification scenarios; no LLM judge configured (EMO_JUDGE=offline, or auto without an endpoint) "
+    "or judging deferred: run `emo-tasks judge RUN_DIR` with an endpoint"
+)
+
 #: EmoBench-M's metrics in the task YAML's `metric_list` order.  Per-sample unit: a sample (`SampleResult`).
 TABLE = MetricTable(
     "emobench_m",
@@ -317,5 +322,13 @@ TABLE = MetricTable(
                null_reason="classification scenarios; bert-score or its roberta-large weights absent"),
         Metric("n_samples", "Samples asked."),
         Metric("n_scored", "Samples the authors' script keeps (no empty value)."),
+        Metric("llm_logical", "SMILE: the authors' LLM scorer, Logical Judgment Dimension (0-5), mean over answers "
+               "(a failed rating counts 0, as theirs).", table=True, null_reason=LLM_NULL),
+        Metric("llm_multimodal", "SMILE: the authors' LLM scorer, Multimodal Content Association Dimension (0-5), "
+               "mean over answers (a failed rating counts 0).", table=True, null_reason=LLM_NULL),
+        Metric("llm_total", "SMILE: the two LLM ratings summed (0-10), mean over answers.", table=True,
+               null_reason=LLM_NULL),
+        Metric("n_judge_failed", "SMILE: answers whose LLM rating failed after retries (rated 0).",
+               higher_is_better=False, judge_free=True),
     ),
 )  # fmt: skip
