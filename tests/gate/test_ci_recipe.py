@@ -9,13 +9,14 @@ the trend still runs)."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import API_KEY, cli_env, with_mme_sample
+from conftest import API_KEY, build_once, cli_env, with_mme_sample
 from fakes import Judge
 
 from judges.testing import LoopbackServer
@@ -57,9 +58,11 @@ def shlex_quote(value: str) -> str:
     return shlex.quote(value)
 
 
-def run_workflow(workflow: dict, env: dict[str, str], work: Path, values: dict[str, str]) -> dict[str, list]:
+def run_workflow(workflow: dict, env: dict[str, str], work: Path, values: dict[str, str],
+                 procs: dict[str, subprocess.CompletedProcess] | None = None) -> dict[str, list]:  # fmt: skip
     """Each job (in `needs` order), each step: `run:` steps in bash (-e) with the workflow's, the job's and the
-    step's env; a step after a failure runs only with `if: always()`.  Returns {job: [(step name, exit code)]}."""
+    step's env; a step after a failure runs only with `if: always()`.  Returns {job: [(step name, exit code)]};
+    `procs`, when given, gets each step's process by step name."""
     top = {k: values.get(k, v) for k, v in (workflow.get("env") or {}).items()}
     unresolved = {k: v for k, v in top.items() if "${{" in str(v)}
     assert not unresolved, f"set these for the test: {unresolved}"
@@ -82,14 +85,23 @@ def run_workflow(workflow: dict, env: dict[str, str], work: Path, values: dict[s
             proc = subprocess.run(["bash", "-e", "-c", script], env=full, cwd=work, capture_output=True, text=True,
                                   timeout=900)  # fmt: skip
             steps.append((step.get("name") or script.split()[0], proc.returncode, proc.stdout + proc.stderr))
+            if procs is not None:
+                procs[steps[-1][0]] = proc
             failed = failed or proc.returncode != 0
         done[name] = steps
     return done
 
 
-@pytest.fixture(scope="module")
-def recipe(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    work = tmp_path_factory.mktemp("ci")
+def _proc(d: dict) -> subprocess.CompletedProcess:
+    return subprocess.CompletedProcess(d["args"], d["returncode"], d["stdout"], d["stderr"])
+
+
+def _build_recipe(folder: Path) -> None:
+    """The recipe in `folder`/work: the baseline block, then the workflow for ckpt-200 (GOOD) and ckpt-400 (BAD);
+    every step's process (args, exit code, output) in `folder`/steps.json, so that a reader in another process
+    (test_gate_flow, another xdist worker) sees what this one saw."""
+    work = folder / "work"
+    work.mkdir()
     cache = with_mme_sample(work / ".emo-cache")
     summary = work / "summary.md"
     with LoopbackServer(responder=Judge(), expected_api_key=API_KEY) as srv:
@@ -98,12 +110,45 @@ def recipe(tmp_path_factory: pytest.TempPathFactory) -> dict:
                               text=True, timeout=900)  # fmt: skip
         assert base.returncode == 0, base.stdout[-3000:] + base.stderr[-3000:]
         workflow = yaml.safe_load(block("workflow", "yaml"))
-        runs = {}
+        runs, procs = {}, {}
         for step, response in (("200", GOOD), ("400", BAD)):
             values = {**CONFIG, "MODEL_ARGS": f"response={response}", "RUN": f"runs/ckpt-{step}",
                       "OPENAI_BASE_URL": srv.base_url, "OPENAI_API_KEY": API_KEY}  # fmt: skip
-            runs[step] = run_workflow(workflow, env, work, values)
-    return {"work": work, "baseline": base, "runs": runs, "summary": summary}
+            procs[step] = {}
+            runs[step] = run_workflow(workflow, env, work, values, procs[step])
+
+    def as_dict(proc: subprocess.CompletedProcess) -> dict:
+        return {"args": proc.args, "returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
+
+    steps = {"baseline": as_dict(base), "runs": runs,
+             "procs": {step: {name: as_dict(p) for name, p in ps.items()} for step, ps in procs.items()}}  # fmt: skip
+    (folder / "steps.json").write_text(json.dumps(steps))
+
+
+def recipe_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """docs/ci.md's recipe run once per test session (conftest.build_once), read-only: `work/` (baseline/,
+    gate/subset.json, runs/ckpt-200 and runs/ckpt-400 judged, site/, trend.md) and `steps.json`.  test_gate_flow's
+    base, plan, new and bad are this baseline, this plan and these two checkpoints (the same commands; it copies
+    them, as it writes beside them)."""
+    return build_once(tmp_path_factory, "ci_recipe", _build_recipe)
+
+
+def recipe_steps(folder: Path) -> dict:
+    """`steps.json` of `recipe_folder`: the baseline block's and each workflow step's process."""
+    steps = json.loads((folder / "steps.json").read_text())
+    steps["baseline"] = _proc(steps["baseline"])
+    steps["runs"] = {step: {job: [tuple(s) for s in ss] for job, ss in jobs.items()} for step, jobs in
+                     steps["runs"].items()}  # fmt: skip
+    steps["procs"] = {step: {name: _proc(d) for name, d in ps.items()} for step, ps in steps["procs"].items()}
+    return steps
+
+
+@pytest.fixture(scope="module")
+def recipe(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    folder = recipe_folder(tmp_path_factory)
+    steps = recipe_steps(folder)
+    work = folder / "work"
+    return {"work": work, "baseline": steps["baseline"], "runs": steps["runs"], "summary": work / "summary.md"}
 
 
 def _codes(jobs: dict[str, list]) -> dict[str, int]:

@@ -56,11 +56,16 @@ class TwoJudges(Judge):
         return super().__call__(body, attempt)
 
 
-def _lmms(env: dict[str, str], out: Path, response: str) -> None:
-    cmd = [sys.executable, "-m", "lmms_eval", "--model", "dummy", "--model_args", f"response={response}",
-           "--tasks", TASKS, "--output_path", str(out), "--log_samples", "--predict_only"]  # fmt: skip
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-    assert sorted(out.rglob("*_results.json")), proc.stderr[-3000:]
+def _lmms(env: dict[str, str], outs: dict[Path, str]) -> None:
+    """The predict-only runs {folder: response}, in parallel (the judge is not asked: it waits for them)."""
+    procs = {}
+    for out, response in outs.items():
+        cmd = [sys.executable, "-m", "lmms_eval", "--model", "dummy", "--model_args", f"response={response}",
+               "--tasks", TASKS, "--output_path", str(out), "--log_samples", "--predict_only"]  # fmt: skip
+        procs[out] = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for out, proc in procs.items():
+        _, err = proc.communicate(timeout=900)
+        assert sorted(out.rglob("*_results.json")), err[-3000:]
 
 
 def _judged(run: Path, judge: str) -> Path:
@@ -74,8 +79,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     cache = with_mme_sample(root / "cache")
     with LoopbackServer(responder=TwoJudges(), expected_api_key=API_KEY) as srv:
         env = cli_env(cache, srv, EMO_JUDGE_BACKOFF_BASE="0.01", EMO_JUDGE_BACKOFF_MAX="0.05")
-        _lmms(env, root / "good", GOOD)
-        _lmms(env, root / "bad", BAD)
+        _lmms(env, {root / "good": GOOD, root / "bad": BAD})
         for run, judge in (("good", REF), ("good", CAND), ("bad", CAND)):
             done = run_emo(env, "judge", str(root / run), "--judge-model", judge, timeout=600)
             assert done.returncode == 0, done.stderr[-3000:]

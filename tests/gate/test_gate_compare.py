@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import API_KEY, cli_env
+from conftest import API_KEY, cli_env, with_mme_sample
 from fakes import Judge
 
 from judges.testing import LoopbackServer, Reply, last_user_text
@@ -63,11 +63,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             out = root / name
             cmd = [sys.executable, "-m", "lmms_eval", "--model", "dummy", "--model_args", f"response={ANSWER}",
                    "--tasks", TASKS, "--batch_size", "1", "--output_path", str(out), "--log_samples"]  # fmt: skip
-            proc = subprocess.run(cmd, env=_env(root / f"cache_{name}", srv, **extra), capture_output=True,
+            proc = subprocess.run(cmd, env=_env(caches[name], srv, **extra), capture_output=True,
                                   text=True, timeout=900, cwd=root)  # fmt: skip
             assert sorted(out.rglob("*_results.json")), proc.stdout[-2000:] + proc.stderr[-4000:]
         return out
 
+    caches = {name: with_mme_sample(root / f"cache_{name}") for name in ("base", "flaky")}  # before the threads
     with ThreadPoolExecutor(max_workers=2) as pool:
         base = pool.submit(run, "base", Judge())
         flaky = pool.submit(run, "flaky", FlakyJudge(), EMO_JUDGE_MAX_TRIES="2")

@@ -12,8 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import API_KEY, cli_env, run_emo, with_mme_sample
+from conftest import API_KEY, cli_env, private_copy, run_emo, with_mme_sample
 from fakes import Judge
+from test_ci_recipe import BAD as RECIPE_BAD
+from test_ci_recipe import CONFIG, recipe_folder, recipe_steps
+from test_ci_recipe import GOOD as RECIPE_GOOD
 
 from emo_tasks import subset
 from emo_tasks.mvei import hooks as mvei
@@ -40,23 +43,38 @@ def results(folder: Path) -> dict:
     return json.loads(files[0].read_text())
 
 
+def _plan_gate_part(baseline: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    """The recipe's baseline block ran lmms-eval, then `emo-tasks plan-gate baseline --detect 80 --detect cheb=0.3
+    --power 0.8 --alpha 0.05 --cost --out gate/subset.json` (PLAN with its defaults spelled out): plan-gate's output is
+    its stdout from the plan's first line on (its stderr is mixed with lmms-eval's: not kept)."""
+    at = baseline.stdout.rfind("gate plan 'gate-p0.8-all80-cheb0.3'")
+    assert baseline.returncode == 0 and at >= 0, baseline.stdout[-3000:]
+    return subprocess.CompletedProcess(["emo-tasks", "plan-gate", "base", *PLAN, "--cost"], 0, baseline.stdout[at:], "")
+
+
 @pytest.fixture(scope="module")
 def flow(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """base (the full judged run), plan.json and the subset runs new (GOOD) and bad (BAD), each judged: copies of
+    test_ci_recipe's runs of docs/ci.md's recipe (`recipe_folder`, built once per session), which are this module's
+    commands (`lmms-eval` there, `python -m lmms_eval` here; EMO_SUBSET relative there) with the same model, tasks,
+    judge and plan.  Copies, since tests write beside them (site/, export/, strict/).  The loopback judge here
+    serves what this module still judges (strict); no test reads the recipe judge's calls."""
+    assert (RECIPE_GOOD, RECIPE_BAD, CONFIG["TASKS"], CONFIG["DETECT"].split()) == (GOOD, BAD, TASKS, list(PLAN))
+    built = recipe_folder(tmp_path_factory)
+    steps = recipe_steps(built)
+    work = built / "work"
     root = tmp_path_factory.mktemp("gate")
     cache = with_mme_sample(root / "cache")
+    private_copy(work / "baseline", root / "base")
+    shutil.copyfile(work / "gate" / "subset.json", root / "plan.json")
     with LoopbackServer(responder=Judge(), expected_api_key=API_KEY) as srv:
         env = cli_env(cache, srv)
-        base = lmms({**env, "EMO_JUDGE": "api"}, root / "base", GOOD)
-        assert (root / "base").is_dir(), base.stderr[-3000:]
-        plan = run_emo(env, "plan-gate", str(root / "base"), *PLAN, "--cost", "--out", str(root / "plan.json"))
-        assert plan.returncode == 0, plan.stderr
-        out: dict = {"root": root, "env": env, "plan": plan, "srv": srv, "calls_after_base": None}
-        for name, response in (("new", GOOD), ("bad", BAD)):
-            run = lmms({**env, "EMO_SUBSET": str(root / "plan.json")}, root / name, response, "--predict_only")
-            assert (root / name).is_dir(), run.stderr[-3000:]
-            judged = run_emo(env, "judge", str(root / name))
-            assert judged.returncode == 0, judged.stderr[-3000:]
-            out[f"{name}_judge"] = judged
+        out: dict = {"root": root, "env": env, "plan": _plan_gate_part(steps["baseline"]), "srv": srv,
+                     "calls_after_base": None}  # fmt: skip
+        for name, step in (("new", "200"), ("bad", "400")):
+            private_copy(work / "runs" / f"ckpt-{step}", root / name)
+            out[f"{name}_judge"] = steps["procs"][step]["judge the answers"]
+            assert out[f"{name}_judge"].returncode == 0, out[f"{name}_judge"].stderr[-3000:]
         yield out
 
 

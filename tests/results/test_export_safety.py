@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import API_KEY, cli_env, run_emo
+from conftest import API_KEY, cli_env, run_emo, with_mme_sample
 from fakes import Judge
 
 from emo_tasks.mvei import export as mvei_export
@@ -74,9 +74,10 @@ def one_line(proc: subprocess.CompletedProcess) -> str:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A judged run and a --predict_only run (never modified by the tests: they copy them first)."""
     root = tmp_path_factory.mktemp("export_safety")
+    caches = {name: with_mme_sample(root / f"cache_{name}") for name in ("judged", "predict")}  # before the threads
     with ThreadPoolExecutor(max_workers=2) as pool:
-        judged = pool.submit(lmms, root / "judged", root / "cache_judged", "--log_samples")
-        predict = pool.submit(lmms, root / "predict", root / "cache_predict", "--predict_only", "--log_samples",
+        judged = pool.submit(lmms, root / "judged", caches["judged"], "--log_samples")
+        predict = pool.submit(lmms, root / "predict", caches["predict"], "--predict_only", "--log_samples",
                               judge=False)  # fmt: skip
         judged.result()
         predict.result()
@@ -89,7 +90,7 @@ def two_runs(runs: dict[str, Path]) -> tuple[Path, list[Path]]:
     files, and MME-Emotion judge logs of both in one emo_tasks_judge/ (the newest are the second run's)."""
     folder = runs["root"] / "two_runs"
     shutil.copytree(runs["judged"], folder)
-    lmms(folder, runs["root"] / "cache_second", "--log_samples", answer=SECOND_ANSWER)
+    lmms(folder, with_mme_sample(runs["root"] / "cache_second"), "--log_samples", answer=SECOND_ANSWER)
     results = sorted(folder.rglob("*_results.json"), key=lambda p: p.name)
     assert len(results) == 2
     return folder, results

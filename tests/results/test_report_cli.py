@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import env_without_secrets, icc21_reference
+import shared_gate_runs
+from conftest import env_without_secrets, icc21_reference, with_mme_sample
 
 # "Correct" answers every MVEI pair (half are right); the bad run gives no decision at all (give-up -> 0 %).
 GOOD = "Correct. Score: 80. Reason: bright. Answer: anger"
@@ -40,11 +41,13 @@ SHORT = 64
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Three real lmms-eval runs (in parallel, ~30 s) with --log_samples and --output_path: "short" is "good" with
-    --gen_kwargs max_new_tokens=SHORT (the dummy model's answer is the same: only the setting differs)."""
+    --gen_kwargs max_new_tokens=SHORT (the dummy model's answer is the same: only the setting differs).  "good" is
+    test_trend's "ckpt-1000" too (`shared_gate_runs.good_offline_run`, built once per session; read-only: the tests
+    copy it before they change it)."""
+    assert (GOOD, TASKS) == (shared_gate_runs.GOOD, shared_gate_runs.TASKS)  # the shared run is the one made here
     root = tmp_path_factory.mktemp("runs")
     procs = {}
-    for name, response, extra in (("good", GOOD, []), ("bad", BAD, []),
-                                  ("short", GOOD, ["--gen_kwargs", f"max_new_tokens={SHORT}"])):  # fmt: skip
+    for name, response, extra in (("bad", BAD, []), ("short", GOOD, ["--gen_kwargs", f"max_new_tokens={SHORT}"])):
         cmd = [
             sys.executable,
             "-m",
@@ -61,12 +64,17 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             *extra,
         ]
         procs[name] = subprocess.Popen(
-            cmd, env=_env(root / f"cache_{name}"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            cmd,
+            env=_env(with_mme_sample(root / f"cache_{name}")),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
+    good = shared_gate_runs.good_offline_run(tmp_path_factory)  # while the two others run
     for proc in procs.values():
         out, _ = proc.communicate(timeout=600)
         assert proc.returncode == 0, out[-3000:]
-    return {"good": root / "good", "bad": root / "bad", "short": root / "short", "cache": root / "cache_report"}
+    return {"good": good, "bad": root / "bad", "short": root / "short", "cache": root / "cache_report"}
 
 
 def _results(run: Path) -> dict:

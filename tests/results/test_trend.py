@@ -18,6 +18,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+import shared_gate_runs
 from conftest import API_KEY, cli_env, run_emo, with_mme_sample
 from fakes import Judge
 
@@ -414,19 +415,24 @@ def emo(*args: str, cache: Path) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Three real lmms-eval runs (in parallel) with --log_samples, one folder each."""
+    """Three real lmms-eval runs (in parallel) with --log_samples, one folder each.  "ckpt-1000" is test_report_cli's
+    "good" too (`shared_gate_runs.good_offline_run`, built once per session, in a folder of that name; read-only: the
+    tests copy it before they change it)."""
+    assert RUNS["ckpt-1000"] == f"response={shared_gate_runs.GOOD}" and TASKS == shared_gate_runs.TASKS
     root = tmp_path_factory.mktemp("trend_runs")
     procs = {}
     for name, model_args in RUNS.items():
+        if name == "ckpt-1000":
+            continue
         cmd = [sys.executable, "-m", "lmms_eval", "--model", "dummy", "--model_args", model_args, "--tasks", TASKS,
                "--output_path", str(root / name), "--log_samples"]  # fmt: skip
-        procs[name] = subprocess.Popen(
-            cmd, env=cli_env(root / f"cache_{name}"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
+        procs[name] = subprocess.Popen(cmd, env=cli_env(with_mme_sample(root / f"cache_{name}")),
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    shared = shared_gate_runs.good_offline_run(tmp_path_factory)  # while the two others run
     for proc in procs.values():
         out, _ = proc.communicate(timeout=600)
         assert proc.returncode == 0, out[-3000:]
-    return {**{name: root / name for name in RUNS}, "cache": root / "cache_report"}
+    return {**{name: root / name for name in RUNS}, "ckpt-1000": shared, "cache": root / "cache_report"}
 
 
 def _results_of(run: Path) -> dict:
