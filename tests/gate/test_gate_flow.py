@@ -66,6 +66,7 @@ def flow(tmp_path_factory: pytest.TempPathFactory) -> dict:
     root = tmp_path_factory.mktemp("gate")
     cache = with_mme_sample(root / "cache")
     private_copy(work / "baseline", root / "base")
+    assert sorted((root / "base").rglob("*_results.json")), "the recipe's baseline run wrote no results"
     shutil.copyfile(work / "gate" / "subset.json", root / "plan.json")
     with LoopbackServer(responder=Judge(), expected_api_key=API_KEY) as srv:
         env = cli_env(cache, srv)
@@ -73,6 +74,7 @@ def flow(tmp_path_factory: pytest.TempPathFactory) -> dict:
                      "calls_after_base": None}  # fmt: skip
         for name, step in (("new", "200"), ("bad", "400")):
             private_copy(work / "runs" / f"ckpt-{step}", root / name)
+            assert sorted((root / name).rglob("*_results.json")), f"the recipe's ckpt-{step} run wrote no results"
             out[f"{name}_judge"] = steps["procs"][step]["judge the answers"]
             assert out[f"{name}_judge"].returncode == 0, out[f"{name}_judge"].stderr[-3000:]
         yield out
