@@ -162,11 +162,15 @@ def test_the_baseline_block_plans_a_subset(recipe: dict) -> None:
     assert "expected power" in out and "judge cost of the subset" in out
 
 
+# docs/ci.md's name of the gate step (issue 46 added exit 4)
+GATE_STEP = "the gate (exit 1 regression, 2 not comparable, 3 error; 4 with --fail-on-judge-shutdown)"
+
+
 def test_the_same_model_passes_the_gate_and_every_step_runs(recipe: dict) -> None:
     jobs = recipe["runs"]["200"]
     codes = _codes(jobs)
-    assert set(codes) == {"answer the subset's rows", "judge the answers", "the gate (exit 1 regression, 2 not "
-                          "comparable, 3 error)", "the trend across checkpoints"}, codes  # fmt: skip
+    expected = {"answer the subset's rows", "judge the answers", GATE_STEP, "the trend across checkpoints"}
+    assert set(codes) == expected, codes
     assert all(c == 0 for c in codes.values()), [s for steps in jobs.values() for s in steps if s[1]]
     gate = next(out for steps in jobs.values() for name, _, out in steps if name.startswith("the gate"))
     assert "[subset 'gate-p0.8-all80-cheb0.3'" in gate and "planned (subset" in gate
@@ -175,7 +179,7 @@ def test_the_same_model_passes_the_gate_and_every_step_runs(recipe: dict) -> Non
 
 def test_a_worse_checkpoint_fails_the_gate_and_the_trend_still_runs(recipe: dict) -> None:
     codes = _codes(recipe["runs"]["400"])
-    assert codes["the gate (exit 1 regression, 2 not comparable, 3 error)"] == 1, codes
+    assert codes[GATE_STEP] == 1, codes
     assert codes["the trend across checkpoints"] == 0
     trend = (recipe["work"] / "trend.md").read_text()
     rows = [line for line in trend.splitlines() if line.startswith(("| 200 ", "| 400 "))]
