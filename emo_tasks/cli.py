@@ -225,14 +225,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="gate NEW (judged by a candidate judge) against BASE (judged by the reference judge) across "
                    "the judge change: the calibration's judges must be BASE's and NEW's (else exit 2); each metric's "
                    "calibrated shift is taken out of NEW - BASE and its CI widens the test (docs/ci.md)")  # fmt: skip
-    c.add_argument("--judge-horizon", metavar="DAYS", type=cliargs.integer(0), default=30,
-                   help="warn when the reference run's judge shuts down within DAYS days, as its judge endpoint "
-                   "reported (shutdown_date; default 30)")  # fmt: skip
-    c.add_argument(
-        "--fail-on-judge-shutdown",
-        action="store_true",
-        help="and then exit 4 instead of 0 (a CI gate never silently left without its judge; docs/ci.md)",
-    )
+    _judge_shutdown_args(c)
     c.add_argument("--view", metavar="DIR", type=cliargs.out_folder("a folder for the site (new or empty)"),
                    help="also write `emo-tasks view`'s site over the two runs into DIR (new or empty), with the page "
                    "of the samples that flipped (#compare/r1/r2)")  # fmt: skip
@@ -267,14 +260,7 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--tasks", type=cliargs.names("a comma-separated list of headline tasks"),
                    help="comma-separated headline tasks of BASE_RUN (default: all)")  # fmt: skip
     g.add_argument("--seed", type=cliargs.integer(), default=0, help="the draw's seed (default 0)")
-    g.add_argument("--judge-horizon", metavar="DAYS", type=cliargs.integer(0), default=30,
-                   help="warn when the reference run's judge shuts down within DAYS days, as its judge endpoint "
-                   "reported (shutdown_date; default 30)")  # fmt: skip
-    g.add_argument(
-        "--fail-on-judge-shutdown",
-        action="store_true",
-        help="and then exit 4 instead of 0 (a CI gate never silently left without its judge; docs/ci.md)",
-    )
+    _judge_shutdown_args(g)
     g.add_argument("--name", type=cliargs.text("a name for the subset"),
                    help="the subset's name (default from the drop and power)")  # fmt: skip
     g.add_argument("--run", dest="pick", metavar="NAME_OR_PATH", type=cliargs.text(_PICK),
@@ -336,6 +322,18 @@ def _parser() -> argparse.ArgumentParser:
     k.add_argument("--seed", type=cliargs.seed, default=0, help="bootstrap seed (default 0)")
     _cache_parser(sub)
     return p
+
+
+def _judge_shutdown_args(parser: argparse.ArgumentParser) -> None:
+    """The two gates' judge-shutdown options (`compare` and `plan-gate` both read the reference run's judge)."""
+    parser.add_argument("--judge-horizon", metavar="DAYS", type=cliargs.integer(0), default=30,
+                        help="warn when the reference run's judge shuts down within DAYS days, as its judge endpoint "
+                        "reported (shutdown_date; default 30)")  # fmt: skip
+    parser.add_argument(
+        "--fail-on-judge-shutdown",
+        action="store_true",
+        help="and then exit 4 instead of 0 (a CI gate never silently left without its judge; docs/ci.md)",
+    )
 
 
 def _cache_parser(sub: Any) -> None:
