@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import API_KEY, build_once, run_emo
+from conftest import API_KEY, build_once, private_copy, run_emo
 from shared_runs import stage_env
 
 from emo_tasks.emobench_m.scoring import TABLE
@@ -177,3 +177,14 @@ def test_the_batch_api_gives_the_same_numbers(runs: dict[str, Path]) -> None:
     assert again.returncode == 0, again.stderr[-3000:]
     assert rerun.asked and all(_unrated(t) for t in rerun.asked)
     assert _values(root / "batch_sync") == _values(runs["J"])
+
+
+def test_calibrate_refuses_the_llm_scorers_ratings_in_one_line(runs: dict[str, Path], tmp_path: Path) -> None:
+    """The in-process judged run and a copy of it: nothing records which judge rated (no judge log), so calibrate
+    cannot prove two judges of the same answers: refused (exit 2), one line, no file written."""
+    copy = private_copy(runs["J"], tmp_path / "copy")
+    out = tmp_path / "calibration.json"
+    proc = run_emo(stage_env(tmp_path / "cache"), "calibrate", str(runs["J"]), str(copy), "--out", str(out))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("emo-tasks calibrate: ") and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert "EmoBench-M's judge ratings are in its sample logs" in proc.stderr and not out.exists()
