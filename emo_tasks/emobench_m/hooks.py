@@ -18,7 +18,7 @@ from typing import Any
 from loguru import logger
 
 from emo_tasks import subset
-from emo_tasks.common import DataError, placeholder_name, row_target
+from emo_tasks.common import DataError, placeholder_name, row_target, say_if_all_empty
 from emo_tasks.datafiles import SOURCES
 from emo_tasks.metrics import paired_fields
 from emo_tasks.models import omni
@@ -160,6 +160,7 @@ def evaluate(items: Sequence[dict[str, Any]], args: Any = None) -> dict[str, Any
 
 
 def _metrics(items: Sequence[dict[str, Any]], settings: EmoBenchMSettings | None) -> dict[str, Any]:
+    say_if_all_empty(f"EmoBench-M {items[0]['scenario'] if items else ''}", [r["answer"] for r in items])
     out = scoring.task_metrics([sample_result(r) for r in items])
     if not items or items[0]["kind"] != scoring.GENERATION:
         return out
