@@ -107,8 +107,8 @@ def _write(folder: Path, model: str, rate: Any, answer: str = "a reason {i}") ->
         rows.append({"task": TASK, "scenario": "smile", "row_id": f"r{i}", "video": f"smile/{i}.mp4",
                      "answer": answer.format(i=i) if i <= N else "", "status": status, "ratings": ratings})  # fmt: skip
     (logs / f"sample_emobench_m_smile_{STAMP}_judge.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    summary = {"benchmark": "EmoBench-M", "tasks": [TASK], "judge_mode": "api", "judge_protocol": "emobench_m llm scorer",
-               "judge_models": {"judge": model}, "judge_endpoint": "127.0.0.1:1"}  # fmt: skip
+    summary = {"benchmark": "EmoBench-M", "tasks": [TASK], "judge_mode": "api", "judge_endpoint": "127.0.0.1:1",
+               "judge_protocol": "emobench_m llm scorer", "judge_models": {"judge": model}}  # fmt: skip
     (logs / f"sample_emobench_m_smile_{STAMP}_summary.json").write_text(json.dumps(summary))
     return folder
 
@@ -204,7 +204,9 @@ def test_a_log_that_cannot_be_read_is_named(tmp_path: Path, capsys: pytest.Captu
     assert code == 3 and f"{log}:2: row 'r0' of {TASK} appears twice" in err
 
 
-def test_a_run_judged_before_the_logs_is_refused_with_what_to_run(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_a_run_judged_before_the_logs_is_refused_saying_what_to_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     a = _write(tmp_path / "a", "judge-a", lambda r: r)
     old = tmp_path / "old" / "judged" / "x"
     old.mkdir(parents=True)
