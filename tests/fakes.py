@@ -52,15 +52,16 @@ class Judge:
         return Reply(kind="status", status=400, text="unexpected request")
 
 
-#: A judge model whose name holds this rates EmoBench-M's SMILE reasons one point lower (`smile_ratings`).
+#: A judge model whose name holds this rates EmoBench-M's SMILE reasons lower (`smile_ratings`).
 HARSH = "harsh"
 
 
 def smile_ratings(reference: str, harsh: bool = False) -> tuple[int, int]:
     """The (logical, multimodal) rating `Judge` gives a SMILE reason from its reference reason alone: logical
-    1-5, multimodal 0-5; `harsh`, each one point lower, never below 0."""
+    1-5, multimodal 0-5; `harsh`, logical one point lower, multimodal two (never below 0): the dimensions shift
+    apart, so a reader that mixed them up would show."""
     logical, multimodal = 1 + _h(reference) % 5, _h(reference + "/multimodal") % 6
-    return (logical - 1, max(multimodal - 1, 0)) if harsh else (logical, multimodal)
+    return (logical - 1, max(multimodal - 2, 0)) if harsh else (logical, multimodal)
 
 
 class Model(Judge):

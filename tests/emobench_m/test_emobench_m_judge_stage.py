@@ -6,7 +6,7 @@ by the reference reason and never rates one answer's multimodal dimension.  `emo
 synchronously and through the Batch API (`judges.testing_batches.BatchServer`), must give J's numbers for every
 task, count the unrated answer in `n_judge_failed`, write each answer's ratings into its sample log (the report's
 confidence intervals), and a rerun on the same cache must send nothing.  Each pass writes a judge log; two passes
-over U by two judges (`fakes.Judge`, one of them one point harsher) give `emo-tasks calibrate` the shift computed
+over U by two judges (`fakes.Judge`, one of them harsher) give `emo-tasks calibrate` the shift computed
 by hand.
 """
 
@@ -191,10 +191,11 @@ def _log_rows(folder: Path) -> list[dict[str, Any]]:
 
 
 def test_two_judges_of_the_same_run_calibrate_to_the_shift_by_hand(runs: dict[str, Path], tmp_path: Path) -> None:
-    """`emo-tasks judge U` twice, by `judge-a` and by `judge-harsh` (`fakes.Judge`: one point lower on every rating),
-    then `emo-tasks calibrate`: per score the shift and CI computed here from the fake judges' rule; two pairs are
-    fewer than MIN_PAIRED, so the verdict is "too few pairs" (exit 1).  The in-process run J wrote its judge log
-    too, and a copy of J without it (a run judged before the logs) is refused saying to rerun the judge stage."""
+    """`emo-tasks judge U` twice, by `judge-a` and by `judge-harsh` (`fakes.Judge`: logical one point lower,
+    multimodal two), then `emo-tasks calibrate`: per score the shift and CI computed here from the fake judges'
+    rule; two pairs are fewer than MIN_PAIRED, so the verdict is "too few pairs" (exit 1).  The in-process run J
+    wrote its judge log too, and a copy of J without it (a run judged before the logs) is refused saying to rerun
+    the judge stage."""
     # the in-process run's log: one row per answer, the ratings its sample log holds
     rows, records = _log_rows(runs["J"]), _records(runs["J"])
     assert [(r["row_id"], r["llm_logical"], r["llm_multimodal"], r["failed"]) for r in rows] == [
