@@ -2,6 +2,7 @@
 
     python tests/tools/metrics_snapshot.py --out before.json           # on the old commit
     python tests/tools/metrics_snapshot.py --compare before.json       # on the new one: exit 1 on any difference
+    python tests/tools/metrics_snapshot.py --tasks emobench_m_sample --out before.json   # other sample tasks
 
 Four real `lmms-eval` CLI runs over `mme_emotion_sample,mvei_sample,multiemo_sample`:
   1. `--model dummy`, no judge (MME-Emotion's sample falls back to offline scoring);
@@ -108,11 +109,14 @@ def _diff(a: Any, b: Any, path: str = "") -> list[str]:
 
 
 def main() -> int:
+    global TASKS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, help="write the snapshot here")
     ap.add_argument("--compare", type=Path, help="compare with this earlier snapshot; exit 1 on any difference")
     ap.add_argument("--keep", type=Path, help="run in this (new) folder and keep the runs, e.g. to export them")
+    ap.add_argument("--tasks", default=TASKS, help=f"the lmms-eval tasks of every run (default: {TASKS})")
     args = ap.parse_args()
+    TASKS = args.tasks
     if args.keep:
         args.keep.mkdir(parents=True)
         snap = snapshot(args.keep.resolve())
