@@ -83,4 +83,5 @@ BENCHMARK = Benchmark(
     exports={"emobench-m-official": "emo_tasks.emobench_m.export:export_emobench_m_official"},
     view_samples="emo_tasks.emobench_m.view:view_samples",
     judge_setup=judge_setup,
+    vlmeval_datasets=("emo_tasks.emobench_m.vlmeval:dataset_class",),
 )
