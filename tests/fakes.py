@@ -43,6 +43,9 @@ class Judge:
                          "</score>")  # fmt: skip
         if "Final score: <a number from 0 to 100>" in text:  # MultiEmo's LLM-as-a-judge stage
             return Reply(text=f"Conclusion: weighed both sides.\nFinal score: {_h(text) % 101}")
+        for label in ("Logical Judgment Dimension", "Multimodal Content Association Dimension"):  # EmoBench-M's
+            if f"Output Format:\n{label}: <score>" in text:  # LLM scorer of SMILE's reasons: a 0-5 rating
+                return Reply(text=f"{label}: {_h(text) % 6}")
         return Reply(kind="status", status=400, text="unexpected request")
 
 
@@ -65,9 +68,30 @@ class Model(Judge):
                 return Reply(text=options[first if attempt < 3 else (first + 1) % 3])
             if "How much will people feel" in text:
                 return Reply(text=f"Score: {_h(text) % 101}. Reason: colours.")
+            emobench_m = _emobench_m_answer(text + self.salt)
+            if emobench_m is not None:
+                return Reply(text=emobench_m)
             labels = re.findall(r"\b[a-z][a-z ]+\b", text.split("candidate", 1)[-1])[:12] or ["anger"]
             return Reply(text=f"Cues noted. Answer: {labels[_h(text + self.salt) % len(labels)].strip()}")
         return super().__call__(body, attempt)
+
+
+def _emobench_m_answer(text: str) -> str | None:
+    """An EmoBench-M answer in the requested format, the label (emotion and intent; a laughter reason) picked from
+    the prompt's own lists by the prompt's hash; None for another benchmark's prompt."""
+    h = _h(text)
+    found = re.search(r"Choose one of the following labels as your final answer: (.+?)\. Respond", text)
+    if found:
+        labels = found.group(1).split(", ")
+        return f"{{'emotion': '{labels[h % len(labels)]}'}}"
+    emotion, intent = (re.search(rf"Choose one {k}: (.+?)\.", text) for k in ("emotion", "intent"))
+    if emotion and intent:
+        e, i = emotion.group(1).split(", "), intent.group(1).split(", ")
+        return f"{{'emotion label': '{e[h % len(e)]}', 'intent label': '{i[(h >> 4) % len(i)]}'}}"
+    if "why the audience laughed" in text:
+        reasons = ("he offered to sell a smashed phone as slightly used", "the reply was absurdly literal")
+        return f"The audience laughed because {reasons[h % 2]}."
+    return None
 
 
 class ReasoningModel(Model):
