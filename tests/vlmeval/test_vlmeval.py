@@ -454,7 +454,12 @@ def test_python_m_vlmeval_runs_emobench_m_with_the_numbers_of_lmms_eval(
     group, meld, smile = (got_all[f"emobench_m_sample{t}"] for t in ("", "_meld", "_smile"))
     # the loopback model answers every row in the requested format with a label of the prompt's (`fakes`)
     assert group["n_samples,none"] == 26 and group["coverage,none"] == 100.0 and group["f1,none"] is None
-    assert meld["f1,none"] is not None and smile["bleu,none"] is not None and smile["accuracy,none"] is None
+    # MELD by hand: the model named "neutral" for both rows (gold neutral, surprise): one right; weighted over the
+    # gold labels (one each), P = (1/2 + 0) / 2, R = (1 + 0) / 2, F1 = (2/3 + 0) / 2
+    assert [ln["filtered_resps"][0] for ln in _sample_logs(folder)["emobench_m_sample_meld"]] == [
+        "{'emotion': 'neutral'}"] * 2  # fmt: skip
+    assert (meld["accuracy,none"], meld["precision,none"], meld["recall,none"]) == (50.0, 25.0, 50.0)
+    assert meld["f1,none"] == pytest.approx(100 / 3) and smile["bleu,none"] > 0 and smile["accuracy,none"] is None
     # the loopback judge rated every reason (0-5 twice): the LLM scorer ran in both hosts, nothing failed
     assert smile["llm_total,none"] is not None and smile["n_judge_failed,none"] == 0
     done, calls = qs.done[qs.vlmeval_line("EmoBenchM_sample_all")]
@@ -781,8 +786,9 @@ def _evalscope_python() -> str:
 @pytest.mark.slow
 def test_evalscope_runs_our_datasets_through_its_vlmevalkit_backend(tmp_path: Path) -> None:
     """EvalScope's documented Python API (`run_task(TaskConfig(eval_backend="VLMEvalKit", ...))`, its own model
-    class) on MVEI and MME-Emotion: the run folders are written; the answers EvalScope collected, scored by our
-    lmms-eval path, give its numbers; its `limit` reaches our datasets (they read the run's arguments)."""
+    class) on MVEI, MME-Emotion and EmoBench-M (one scenario): the run folders are written; the answers EvalScope
+    collected, scored by our lmms-eval path, give its numbers; its `limit` reaches our datasets (they read the run's
+    arguments)."""
     sys.path.insert(0, str(Path(__file__).parent.parent))
     from conftest import env_without_secrets, with_mme_sample
 
@@ -797,7 +803,7 @@ def test_evalscope_runs_our_datasets_through_its_vlmevalkit_backend(tmp_path: Pa
         "EMO_CACHE_DIR": str(with_mme_sample(tmp_path / "cache")),
         "EMO_PROGRESS": "0",
     }
-    for work, limit, data in ((tmp_path / "es", {}, [SAMPLE, "EmoVid_sample_ER_Lab"]),
+    for work, limit, data in ((tmp_path / "es", {}, [SAMPLE, "EmoVid_sample_ER_Lab", "EmoBenchM_sample_MELD"]),
                               (tmp_path / "es_limit", {"limit": 6}, [SAMPLE])):  # fmt: skip
         done = subprocess.run([python, "-c", _EVALSCOPE_RUN, str(ROOT), str(work), json.dumps(limit), *data],
                               capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)  # fmt: skip
@@ -812,6 +818,17 @@ def test_evalscope_runs_our_datasets_through_its_vlmevalkit_backend(tmp_path: Pa
     (judged,) = glob.glob(str(tmp_path / "es" / "*" / "eval-model" / "emo_tasks" / "EmoVid_sample_ER_Lab" / "judged"
                               / "*" / "*_results.json"))  # fmt: skip
     assert json.loads(Path(judged).read_text())["results"]["mme_emotion_sample_er_lab"]["n_scored,none"] == 2
+    from emo_tasks.emobench_m import vlmeval as ebm_vlmeval
+    from emo_tasks.vlmeval.images import read_predictions
+
+    run = tmp_path / "es" / "*" / "eval-model"
+    (meld,) = glob.glob(str(run / "emo_tasks" / "EmoBenchM_sample_MELD" / "*_results.json"))
+    (xlsx,) = glob.glob(str(run / "eval-model_EmoBenchM_sample_MELD.xlsx"))
+    rows = read_predictions(xlsx)
+    scored = ebm_vlmeval.score_predictions("EmoBenchM_sample_MELD", rows, {**env, "EMO_JUDGE": "offline"})
+    got = json.loads(Path(meld).read_text())["results"]["emobench_m_sample_meld"]
+    assert {f"{k},none": v for k, v in ebm_vlmeval.plain(scored.tasks["emobench_m_sample_meld"]).items()} == {
+        k: v for k, v in got.items() if k != "alias"} and got["n_scored,none"] == 2  # fmt: skip
     (limited,) = glob.glob(str(tmp_path / "es_limit" / "*" / "eval-model" / "emo_tasks" / SAMPLE / "*_results.json"))
     data = json.loads(Path(limited).read_text())
     assert data["n-samples"]["mvei_sample"] == {"original": 16, "effective": 2}
