@@ -456,7 +456,7 @@ def test_python_m_vlmeval_runs_emobench_m_with_the_numbers_of_lmms_eval(
     assert group["n_samples,none"] == 26 and group["coverage,none"] == 100.0 and group["f1,none"] is None
     # MELD by hand: the model named "neutral" for both rows (gold neutral, surprise): one right; weighted over the
     # gold labels (one each), P = (1/2 + 0) / 2, R = (1 + 0) / 2, F1 = (2/3 + 0) / 2
-    assert [ln["filtered_resps"][0] for ln in _sample_logs(folder)["emobench_m_sample_meld"]] == [
+    assert [ln["filtered_resps"][0] for ln in _sample_logs(folder)["emobench_m_sample_meld.jsonl"]] == [
         "{'emotion': 'neutral'}"] * 2  # fmt: skip
     assert (meld["accuracy,none"], meld["precision,none"], meld["recall,none"]) == (50.0, 25.0, 50.0)
     assert meld["f1,none"] == pytest.approx(100 / 3) and smile["bleu,none"] > 0 and smile["accuracy,none"] is None
