@@ -1,13 +1,15 @@
 """Small pieces every benchmark's loader and hooks share: the lmms-eval placeholder row, data files named by the
 environment or fetched from the Hub, the sample cache folder, writes that a concurrent reader (another rank) never
-sees half done, the once-per-task memo of the aggregations, and the read-once memo of one command (below)."""
+sees half done, the once-per-task memo of the aggregations, the read-once memo of one command (below), and the
+warning when a task's answers are all empty."""
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from functools import cache
@@ -238,3 +240,22 @@ def once(kind: Hashable, path: str | Path, compute: Callable[[], T]) -> T:
     if key not in _MEMO:
         _MEMO[key] = compute()
     return _MEMO[key]
+
+
+def say_if_all_empty(label: str, answers: Iterable[Any]) -> bool:
+    """One line on stderr when every one of `answers` (a task's, at its aggregation) is empty or blank; True then.
+
+    Why: lmms-eval's model classes catch an error of the model's `generate` and answer "" (e.g. its Qwen-Omni chat
+    classes), so a run that never reached the model scores like a model that said nothing.  Only a line: no number
+    changes."""
+    texts = ["" if a is None else str(a) for a in answers]
+    if not texts or any(t.strip() for t in texts):
+        return False
+    print(
+        f"emo-tasks: WARNING: {label}: all {len(texts)} answers are empty: the model said nothing, or its lmms-eval "
+        "class caught an error and answered \"\" (look for 'Error in generating' in lmms-eval's log); the scores "
+        "are those of empty answers",
+        file=sys.stderr,
+        flush=True,
+    )
+    return True

@@ -199,6 +199,25 @@ def cli_env(cache: Path, srv: LoopbackServer | None = None, **extra: str) -> dic
     return env
 
 
+def omni_lm(module: str, processor: Any = None) -> Any:
+    """An instance of lmms-eval's real Qwen-Omni class in `module` (e.g. "lmms_eval.models.chat.qwen2_5_omni"),
+    without loading a model: the route checks read only its type and `processor`."""
+    import importlib
+
+    mod = importlib.import_module(module)
+    cls = next(v for k, v in vars(mod).items() if k.startswith("Qwen") and getattr(v, "__module__", "") == module)
+    lm = cls.__new__(cls)
+    lm.processor = processor
+    return lm
+
+
+def assert_omni_refusal(line: str, name: str) -> None:
+    """A refusal of lmms-eval's simple `name` class (`emo_tasks.models.omni.route_for`): one line naming the class
+    as the user names it and the chat class to run instead."""
+    assert "\n" not in line and f"--model {name} --force_simple" in line, line
+    assert f"run `--model {name}` (the chat class" in line, line
+
+
 def run_emo(env: dict[str, str], *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     """`python -m emo_tasks ARGS` in `env`, output captured."""
     return subprocess.run([sys.executable, "-m", "emo_tasks", *args], env=env, capture_output=True, text=True,

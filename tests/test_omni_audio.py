@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import cli_env, env_without_secrets
+from conftest import assert_omni_refusal, cli_env, env_without_secrets, omni_lm
 
+from emo_tasks.common import say_if_all_empty
 from emo_tasks.mme_emotion.sample import write_clip
 from emo_tasks.models import omni
 from emo_tasks.settings import SettingsError
@@ -60,17 +61,6 @@ def test_audio_part_only_for_a_chat_class_with_audio_on(tmp_path: Path, monkeypa
         assert (omni.audio_part(clip, tmp_path) is not None) is has_part, route
 
 
-def _bare(module: str, processor: Any = None) -> Any:
-    """An instance of lmms-eval's real class in `module`, without loading a model (only its type is read)."""
-    import importlib
-
-    mod = importlib.import_module(module)
-    cls = next(v for k, v in vars(mod).items() if k.startswith("Qwen") and getattr(v, "__module__", "") == module)
-    lm = cls.__new__(cls)
-    lm.processor = processor
-    return lm
-
-
 def test_route_per_class() -> None:
     from transformers import Qwen2_5OmniProcessor
 
@@ -81,10 +71,10 @@ def test_route_per_class() -> None:
     has_omni_mixin = hasattr(processing_utils, "OmniModalProcessorMixin")
     for name in ("qwen2_5_omni", "qwen3_omni"):
         chat, simple = f"lmms_eval.models.chat.{name}", f"lmms_eval.models.simple.{name}"
-        assert omni.route_for(_bare(chat), True, None) == omni.AudioRoute(chat, "part")
-        assert omni.route_for(_bare(chat), False, None) == omni.AudioRoute(chat, "off")
+        assert omni.route_for(omni_lm(chat), True, None) == omni.AudioRoute(chat, "part")
+        assert omni.route_for(omni_lm(chat), False, None) == omni.AudioRoute(chat, "off")
         # a transformers 4.x processor and ffmpeg on PATH: the class reads the track itself
-        assert omni.route_for(_bare(simple, object()), True, "/usr/bin/ffmpeg") == omni.AudioRoute(simple, "native")
+        assert omni.route_for(omni_lm(simple, object()), True, "/usr/bin/ffmpeg") == omni.AudioRoute(simple, "native")
         refusals = [
             (True, object(), None, "ffmpeg"),
             (False, object(), "/usr/bin/ffmpeg", "EMO_MODEL_AUDIO=off cannot"),
@@ -93,11 +83,35 @@ def test_route_per_class() -> None:
             refusals.append((True, omni_processor, "/usr/bin/ffmpeg", "use_audio_in_video=True"))
         for audio, processor, ffmpeg, words in refusals:
             with pytest.raises(SettingsError) as err:
-                omni.route_for(_bare(simple, processor), audio, ffmpeg)
-            line = str(err.value)
-            assert "\n" not in line and words in line and f"--model {name} --force_simple" in line, line
-            assert f"run `--model {name}` (the chat class" in line, line
+                omni.route_for(omni_lm(simple, processor), audio, ffmpeg)
+            assert words in str(err.value), err.value
+            assert_omni_refusal(str(err.value), name)
     assert omni.route_for(object(), True, None) is None  # any other model: nothing to do
+
+
+def test_all_empty_answers_are_said_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert say_if_all_empty("MME-Emotion ER-Lab", ["", "  ", None]) is True
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "MME-Emotion ER-Lab: all 3 answers are empty" in err, err
+    for answers in (["", "happy"], []):  # one real answer, or no answers at all: nothing said
+        assert say_if_all_empty("x", answers) is False
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.slow
+def test_an_empty_answering_run_says_so_on_stderr(tmp_path: Path) -> None:
+    """A real lmms-eval run whose model answers "" to every request (lmms-eval's `dummy` through
+    tests/tools/multirank_dummy.py, whose split mode picks one of the `|`-separated answers per request: both
+    empty), on MME-Emotion's and EmoBench-M's samples: one warning line per task on stderr; the run still ends 0."""
+    env = cli_env(tmp_path / "cache", EMO_JUDGE="offline", EMO_MULTIRANK_SPLIT="1")
+    cmd = [sys.executable, str(TOOLS / "multirank_dummy.py"), "--model", "dummy", "--model_args", "response=|",
+           "--tasks", f"{TASK},{EBM_TASK}", "--output_path", str(tmp_path / "out")]  # fmt: skip
+    proc = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    lines = [line for line in proc.stderr.splitlines() if "answers are empty" in line]
+    assert len(lines) == 2, proc.stderr[-6000:]
+    assert any(f"MME-Emotion mme_emotion_er_lab [sample]: all {ROWS} answers" in line for line in lines), lines
+    assert any(f"EmoBench-M mosi: all {ROWS} answers" in line for line in lines), lines
 
 
 # ------------------------------------------------------------------------------------------------ slow
@@ -135,7 +149,7 @@ def _run(name: str, simple: bool, tiny: dict[str, Path], work: Path) -> tuple[li
         "--batch_size",
         "1",
     ]
-    cmd += ["--output_path", str(work / "out")]
+    cmd += ["--output_path", str(work / "out"), "--log_samples"]
     proc = subprocess.run(cmd, env=env, cwd=work, capture_output=True, text=True, timeout=540)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-6000:]
@@ -148,8 +162,15 @@ def _run(name: str, simple: bool, tiny: dict[str, Path], work: Path) -> tuple[li
 def test_chat_class_hears_the_videos_audio(name: str, tiny_omni: dict[str, Path], tmp_path: Path) -> None:
     records, log, results = _run(name, False, tiny_omni, tmp_path)
     calls = [r for r in records if r["kind"] == "processor"]
-    generates = [r for r in records if r["kind"] == "generate"]
+    # the samples' calls (emo-tasks' probe of `generate` before inference has no audio features)
+    generates = [r for r in records if r["kind"] == "generate" and r["input_features"] is not None]
     assert len(calls) == 2 * ROWS and len(generates) == 2 * ROWS, log[-6000:]
+    # every call answered (lmms-eval's class turns an error into ""): text, and no all-empty warning
+    assert [g.get("error") for g in generates] == [None] * 2 * ROWS, generates
+    samples = [json.loads(line) for f in (tmp_path / "out").rglob("*_samples_*.jsonl") for line in f.open()]
+    answers = [s["filtered_resps"] for s in samples]
+    assert len(answers) == 2 * ROWS and all(str(a).strip("[]' \"") for a in answers), answers
+    assert "answers are empty" not in log, log[-6000:]
     seconds = sorted(call["audio_samples"][0] / 16000 for call in calls if call["n_audio"] == 1)
     # the whole track, at 16 kHz: MME-Emotion's two clips and EmoBench-M's two
     assert seconds == pytest.approx([EBM_CLIP_SECONDS] * ROWS + [CLIP_SECONDS] * ROWS, abs=0.1), calls
@@ -187,3 +208,72 @@ def test_transformers_rejects_the_simple_classes_audio_call(tiny_omni: dict[str,
     with pytest.raises(ValueError):
         processor(text=text, audio=[np.zeros(16000, np.float32)], videos=[video], return_tensors="pt",
                   padding=True, use_audio_in_video=True)  # fmt: skip
+
+
+def _loaded(name: str, checkpoint: Path) -> Any:
+    """lmms-eval's real chat class `name` holding the tiny checkpoint, loaded as its `__init__` loads it
+    (`from_pretrained`, then `disable_talker()`), in this process and on the CPU; its processor from the checkpoint
+    (the class's `__init__` would fetch the Qwen2.5-Omni one from the Hub)."""
+    import transformers
+
+    lm = omni_lm(f"lmms_eval.models.chat.{name}")
+    cls = {"qwen2_5_omni": transformers.Qwen2_5OmniForConditionalGeneration,
+           "qwen3_omni": transformers.Qwen3OmniMoeForConditionalGeneration}[name]  # fmt: skip
+    lm._model = cls.from_pretrained(checkpoint, dtype="auto", attn_implementation="sdpa").eval()
+    lm._model.disable_talker()
+    lm.processor = transformers.AutoProcessor.from_pretrained(checkpoint)
+    lm._tokenizer = lm.processor.tokenizer
+    lm.device_map, lm.use_cache, lm.system_prompt = "cpu", True, "You are Qwen."
+    return lm
+
+
+def _generate(lm: Any, max_new_tokens: int = 2) -> Any:
+    """`generate` called as lmms-eval's chat classes call it (chat/qwen2_5_omni.py:58-72), a short text prompt."""
+    enc = lm._tokenizer(["Which emotion?"], return_tensors="pt")
+    return lm.model.generate(**enc, return_audio=False, eos_token_id=lm._tokenizer.eos_token_id,
+                             pad_token_id=lm._tokenizer.pad_token_id, do_sample=False, temperature=0, top_p=None,
+                             num_beams=1, max_new_tokens=max_new_tokens, thinker_max_new_tokens=max_new_tokens,
+                             use_cache=True, use_audio_in_video=False, thinker_do_sample=False)  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["qwen2_5_omni", "qwen3_omni"])
+def test_text_only_generate_mends_the_instance_or_refuses(name: str, tiny_omni: dict[str, Path]) -> None:
+    """The installed transformers' real `generate`, as lmms-eval calls it: it fails for Qwen2.5-Omni on 5.x (and
+    the class would answer ""); `text_only_generate` mends that instance only, once, and it answers token ids."""
+    import transformers
+
+    lm = _loaded(name, tiny_omni[name])
+    cls_generate = type(lm.model).generate
+    try:
+        _generate(lm)
+        broken = None
+    except Exception as exc:  # noqa: BLE001 - what lmms-eval's class catches
+        broken = exc
+    fails = name == "qwen2_5_omni" and int(transformers.__version__.split(".")[0]) >= 5
+    assert (broken is not None) is fails, broken
+    done = omni.text_only_generate(lm)
+    assert bool(done) is fails, done
+    out = _generate(lm)
+    assert out.shape[1] > lm._tokenizer(["Which emotion?"], return_tensors="pt").input_ids.shape[1]
+    assert omni.text_only_generate(lm) is done  # probed once per model instance
+    other = _loaded(name, tiny_omni[name])  # another instance, and the class, are untouched
+    assert type(other.model).generate is cls_generate and "generate" not in vars(other.model)
+    if fails:
+        with pytest.raises(Exception, match="talker"):
+            _generate(other)
+
+
+@pytest.mark.slow
+def test_a_model_that_cannot_be_mended_is_refused(tiny_omni: dict[str, Path]) -> None:
+    """A `generate` failing otherwise (here: the speaker it looks up is gone) cannot be mended: refused before
+    inference in one line naming the class, the transformers version and what to do."""
+    import transformers
+
+    lm = _loaded("qwen2_5_omni", tiny_omni["qwen2_5_omni"])
+    lm.model.speaker_map.clear()
+    with pytest.raises(SettingsError) as err:
+        omni.text_only_generate(lm)
+    line = str(err.value)
+    assert "\n" not in line and "`--model qwen2_5_omni`" in line and f"transformers {transformers.__version__}" in line
+    assert "Chelsie is not available" in line and "pip install 'transformers<5'" in line, line

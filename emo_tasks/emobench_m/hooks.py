@@ -10,6 +10,7 @@ input JSON would hold it; `evaluate` computes the task's metrics once for all it
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 from loguru import logger
 
 from emo_tasks import subset
-from emo_tasks.common import DataError, placeholder_name, row_target
+from emo_tasks.common import DataError, placeholder_name, row_target, say_if_all_empty
 from emo_tasks.datafiles import SOURCES
 from emo_tasks.metrics import paired_fields
 from emo_tasks.models import omni
@@ -139,12 +140,15 @@ def sample_record(unit: scoring.SampleResult) -> dict[str, Any]:
     """The fields of a `SampleResult` as logged (the inverse of `sample_result`)."""
     return {"kind": unit.kind, "gold": unit.gold, "predicted": unit.predicted, "parsed": unit.parsed,
             "gold_intent": unit.gold_intent, "predicted_intent": unit.predicted_intent, "bleu": unit.bleu,
-            "rouge_l": unit.rouge_l, "bert_score": unit.bert_score}  # fmt: skip
+            "rouge_l": unit.rouge_l, "bert_score": unit.bert_score, "llm_logical": unit.llm_logical,
+            "llm_multimodal": unit.llm_multimodal, "llm_total": unit.llm_total,
+            "llm_failed": unit.llm_failed}  # fmt: skip
 
 
 def sample_result(record: Mapping[str, Any]) -> scoring.SampleResult:
-    """A logged `process_results` record as the sample's per-sample unit."""
-    return scoring.SampleResult(**{k: record.get(k) for k in sample_record(scoring.SampleResult("", "", "", False))})
+    """A logged `process_results` record as the sample's per-sample unit (a record logged before the LLM ratings
+    were recorded has none: not rated)."""
+    return scoring.SampleResult(**{f.name: record.get(f.name) for f in dataclasses.fields(scoring.SampleResult)})
 
 
 def evaluate(items: Sequence[dict[str, Any]], args: Any = None) -> dict[str, Any]:
@@ -156,6 +160,7 @@ def evaluate(items: Sequence[dict[str, Any]], args: Any = None) -> dict[str, Any
 
 
 def _metrics(items: Sequence[dict[str, Any]], settings: EmoBenchMSettings | None) -> dict[str, Any]:
+    say_if_all_empty(f"EmoBench-M {items[0]['scenario'] if items else ''}", [r["answer"] for r in items])
     out = scoring.task_metrics([sample_result(r) for r in items])
     if not items or items[0]["kind"] != scoring.GENERATION:
         return out
@@ -171,6 +176,8 @@ def _metrics(items: Sequence[dict[str, Any]], settings: EmoBenchMSettings | None
         return out
     from . import judge
 
-    for name, value in judge.aggregate(judge.rate(list(items), settings)).items():
+    rated = judge.rate(list(items), settings)
+    judge.record_ratings(items, rated)  # per answer in the records lmms-eval and the judge stage log
+    for name, value in judge.aggregate(rated).items():
         out[name] = scoring.Count(value) if name == "n_judge_failed" else scoring.Pooled(float(value[0]), value[1])
     return out

@@ -85,6 +85,16 @@ def rate(records: Sequence[dict[str, Any]], settings: EmoBenchMSettings) -> list
     return rated
 
 
+def record_ratings(records: Sequence[dict[str, Any]], rated: Sequence[dict[str, Any]]) -> None:
+    """Write each answer's ratings into its `process_results` record (`llm_logical`, `llm_multimodal`, `llm_total`,
+    `llm_failed`, `llm_errors`): lmms-eval's sample log and the judge stage's hold these dicts, so the report and
+    the viewer read per-answer ratings (confidence intervals) whose mean is exactly `aggregate`'s."""
+    for record, r in zip(records, rated, strict=True):
+        total = r["logical"] + r["multimodal"]
+        record.update(llm_logical=r["logical"], llm_multimodal=r["multimodal"], llm_total=total,
+                      llm_failed=r["failed"], llm_errors=list(r["errors"]))  # fmt: skip
+
+
 def aggregate(rated: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The authors' averages (`process_combined_evaluation`): per dimension the mean over all answers, the total the
     mean of the per-answer sums; and the number of answers with a failed rating."""

@@ -173,7 +173,9 @@ def rouge_l(prediction: str, reference: str) -> float | None:
 class SampleResult:
     """One sample: what the authors' input JSON holds for it.  `predicted`: the label read from the answer, or
     the answer's own text when it names none (`parsed` False); joint samples add the intents; generation
-    samples carry the answer and reference texts and their per-sample scores (None: not computed)."""
+    samples carry the answer and reference texts and their per-sample scores (None: not computed) and, once the
+    LLM scorer rated them (`judge.py`), its two ratings (0-5, a failed rating 0, as the authors count it) and whether
+    a rating failed (None: not rated, e.g. no judge configured)."""
 
     kind: str
     gold: str
@@ -184,6 +186,16 @@ class SampleResult:
     bleu: float | None = None
     rouge_l: float | None = None
     bert_score: float | None = None
+    llm_logical: int | None = None
+    llm_multimodal: int | None = None
+    llm_failed: bool | None = None
+
+    @property
+    def llm_total(self) -> int | None:
+        """The two LLM ratings summed (0-10); None unless both were given."""
+        if self.llm_logical is None or self.llm_multimodal is None:
+            return None
+        return self.llm_logical + self.llm_multimodal
 
     @property
     def scored(self) -> bool:
@@ -294,6 +306,16 @@ def _generation(name: str) -> Callable[[SampleResult], float | None]:
     return value
 
 
+def _llm(name: str) -> Callable[[SampleResult], float | None]:
+    """An LLM rating of every rated answer, an empty or failed one 0: the mean of these is the authors' average."""
+
+    def value(unit: SampleResult) -> float | None:
+        v = getattr(unit, name)
+        return None if v is None or unit.kind != GENERATION else float(v)
+
+    return value
+
+
 LLM_NULL = (
     "classification scenarios; no LLM judge configured (EMO_JUDGE=offline, or auto without an endpoint) "
     "or judging deferred: run `emo-tasks judge RUN_DIR` with an endpoint"
@@ -323,11 +345,13 @@ TABLE = MetricTable(
         Metric("n_samples", "Samples asked."),
         Metric("n_scored", "Samples the authors' script keeps (no empty value)."),
         Metric("llm_logical", "SMILE: the authors' LLM scorer, Logical Judgment Dimension (0-5), mean over answers "
-               "(a failed rating counts 0, as theirs).", table=True, null_reason=LLM_NULL),
-        Metric("llm_multimodal", "SMILE: the authors' LLM scorer, Multimodal Content Association Dimension (0-5), "
-               "mean over answers (a failed rating counts 0).", table=True, null_reason=LLM_NULL),
-        Metric("llm_total", "SMILE: the two LLM ratings summed (0-10), mean over answers.", table=True,
+               "(a failed rating counts 0, as theirs).", per_sample=_llm("llm_logical"), table=True,
                null_reason=LLM_NULL),
+        Metric("llm_multimodal", "SMILE: the authors' LLM scorer, Multimodal Content Association Dimension (0-5), "
+               "mean over answers (a failed rating counts 0).", per_sample=_llm("llm_multimodal"), table=True,
+               null_reason=LLM_NULL),
+        Metric("llm_total", "SMILE: the two LLM ratings summed (0-10), mean over answers.",
+               per_sample=_llm("llm_total"), table=True, null_reason=LLM_NULL),
         Metric("n_judge_failed", "SMILE: answers whose LLM rating failed after retries (rated 0).",
                higher_is_better=False, judge_free=True),
     ),

@@ -23,6 +23,8 @@ FIELD_DOCS = {
     "gold": "The gold label (MC-EIU: emotion_intent; SMILE: the reference reason).",
     "verdict": "correct / incorrect (the label read from the answer against the gold); no_label when the answer "
     "names none (it counts as wrong); generated for SMILE.",
+    "llm_scorer": "SMILE, rated by the authors' LLM scorer: logical and multimodal (0-5 each; a failed rating 0, "
+    "as the authors count it), their total, whether a rating failed after retries and the judge's errors.",
     "predicted": "The label read from the answer (MC-EIU: emotion_intent), as the authors' input JSON holds it.",
 }
 
@@ -33,6 +35,14 @@ def _verdict(unit: scoring.SampleResult) -> str:
     if not unit.parsed:
         return "no_label"
     return "correct" if unit.right else "incorrect"
+
+
+def _llm_details(rec: dict) -> dict:
+    """SMILE rated by the LLM scorer: its two ratings, their sum, whether one failed and why (none: not rated)."""
+    if rec.get("llm_failed") is None:
+        return {}
+    keys = ("llm_logical", "llm_multimodal", "llm_total", "llm_failed", "llm_errors")
+    return {"llm_scorer": {k.removeprefix("llm_"): rec.get(k) for k in keys}}
 
 
 def view_samples(run_dir: Path, results_file: Path, task: str) -> list[SampleView]:
@@ -61,7 +71,8 @@ def view_samples(run_dir: Path, results_file: Path, task: str) -> list[SampleVie
                 predicted=None if unit.kind == scoring.GENERATION
                 else (f"{unit.predicted}_{unit.predicted_intent}" if joint else unit.predicted),
                 values={m: v[row_id] for m, v in values.items() if row_id in v},
-                details={"scenario": rec["scenario"], "kind": unit.kind, "label_found": unit.parsed},
+                details={"scenario": rec["scenario"], "kind": unit.kind, "label_found": unit.parsed,
+                         **_llm_details(rec)},
             )
         )  # fmt: skip
     return views

@@ -21,8 +21,10 @@ Rec-S, Rea-S, CoT-S x100 per sample) it gives
 Refused (exit 2, one line naming the folder): a folder that is not one judge setup, REF sides that are not all one
 judge identity (`results.calibration.judge_identity` of their summaries) or CAND sides not all another, REF and
 CAND of the same identity (nothing to calibrate), a side without a recorded judge, a pair whose two sides judged
-different answers, two pairs of the same answers (one model twice), no sample scored in both sides, and MultiEmo's
-judged variant (its judge scores whole predictions, it has no per-sample ratings for `agreement` to pair).  The
+different answers, two pairs of the same answers (one model twice), no sample scored in both sides, MultiEmo's
+judged variant (its judge scores whole predictions, it has no per-sample ratings for `agreement` to pair), and
+EmoBench-M's LLM scorer (its per-answer ratings are in the sample logs, but it writes no judge log and summary
+recording which judge rated, which the identity checks above stand on).  The
 file written is `results.calibration`'s document; its extra fields are `pairs`, `agreement`, `ranking` and `notes`.
 
 Exit codes: 0 every headline interchangeable, 1 one is not, 2 refused, 3 bad argument or unreadable input.
@@ -179,15 +181,39 @@ def _judged_without_ratings(path: str) -> bool:
     return any(p.parent.name == JUDGE_DIR for p in Path(path).rglob(f"*{SUMMARY_SUFFIX}"))
 
 
+def _rated_without_judge_log(path: str) -> str | None:
+    """The title of a benchmark whose judge rated answers in a results file under `path` (its `n_judge_failed` is
+    a number) but which gives `agreement` no judge log (no `judge_ratings` module: EmoBench-M's LLM scorer, whose
+    ratings are in the sample logs); None when there is none."""
+    for results in sorted(Path(path).rglob("*results.json")):
+        try:
+            rows = json.loads(results.read_text(encoding="utf-8")).get("results") or {}
+        except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+            continue
+        for task, row in rows.items():
+            bench = benchmark_of(task)
+            if bench is not None and not bench.judge_ratings and isinstance(row, dict) and isinstance(
+                row.get("n_judge_failed,none"), int):  # fmt: skip
+                return bench.title
+    return None
+
+
 def _load(path: str) -> JudgedRun:
     try:
         return load_run(path)
     except InputError:
+        titles = " or ".join(r.TITLE for r in judge_ratings())
         if Path(path).is_dir() and _judged_without_ratings(path):
-            titles = " or ".join(r.TITLE for r in judge_ratings())
             raise Refused(
                 f"{path}: its judged results have no per-sample judge ratings to pair (a judge that scores whole "
                 f"predictions cannot be calibrated); calibrate reads the judge logs of {titles}"
+            ) from None
+        rated = _rated_without_judge_log(path) if Path(path).is_dir() else None
+        if rated:
+            raise Refused(
+                f"{path}: {rated}'s judge ratings are in its sample logs, with no judge log recording which judge "
+                f"gave them, so two sides cannot be proven to be two judges of the same answers; calibrate reads "
+                f"the judge logs of {titles}"
             ) from None
         raise
 

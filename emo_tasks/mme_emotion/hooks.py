@@ -31,7 +31,7 @@ from typing import Any
 from loguru import logger
 
 from emo_tasks import subset
-from emo_tasks.common import file_stamp, placeholder_name, row_target
+from emo_tasks.common import file_stamp, placeholder_name, row_target, say_if_all_empty
 from emo_tasks.metrics import paired_fields
 from emo_tasks.models import omni
 from emo_tasks.results.layout import ANSWERS_SUFFIX, JUDGE_DIR, JUDGE_LOG_SUFFIX, summary_file
@@ -283,6 +283,7 @@ def _evaluate(records: list[dict[str, Any]], settings: MMESettings, args: Any) -
     started = time.perf_counter()
     task = _answers(records)  # each record with its full row, as the judge and the scoring take them
     items, label, mode = list(task.items), task.desc, settings.judge_mode
+    say_if_all_empty(f"MME-Emotion {label}", [r["answer"] for r in items])
     tasks = sorted({r["mme_task"] for r in items})
     source = items[0].get("data_source", "benchmark")
     judgements: list[Judgement | None] = [None] * len(items)

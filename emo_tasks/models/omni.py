@@ -17,15 +17,23 @@ silently without them.  What lmms-eval 0.7.3 does (read from its code; docs/lmms
 
 `EMO_MODEL_AUDIO=off` (`CommonSettings.model_audio`) leaves the audio out for the chat classes, on purpose and said
 on stderr; the simple classes read the track themselves, so it is refused for them.
+
+Every class calls `model.generate(..., return_audio=False)` and answers "" for a sample whose call raises.  With
+transformers 5.x Qwen2.5-Omni's `generate` raises on every call after `disable_talker()` (which every class makes):
+`return_audio` is no longer a parameter (5.0: `generation_mode="text"` replaced it, so the False is ignored and it
+asks for the talker), and from 5.15 it reads `talker.codec_pad_token` even in text mode.  `text_only_generate`
+probes the real `generate` once per model instance before inference and mends that instance only, or refuses.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
 import sys
 import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -119,6 +127,8 @@ def prepare(audio: bool) -> AudioRoute | None:
     lm = call.get("lm") if call is not None else None
     route = route_for(lm, audio, shutil.which("ffmpeg")) if lm is not None else None
     _route = route
+    if route is not None:
+        text_only_generate(lm)
     if route is not None and route.module not in _told:
         _told.add(route.module)
         if route.mode == "off":
@@ -129,6 +139,104 @@ def prepare(audio: bool) -> AudioRoute | None:
             how = "as a WAV part beside the video" if route.mode == "part" else "from the video (use_audio_in_video)"
             logger.info(f"emo-tasks: `{model_flag(route.module)}` hears each video's audio {how}")
     return route
+
+
+class _NoTalker:
+    """Stands in for the talker `disable_talker()` deleted: transformers 5.15+ read its `codec_pad_token` in
+    Qwen2.5-Omni's `generate` even in text mode, where the talker is never run and the value never used."""
+
+    def __init__(self, codec_pad_token: int | None) -> None:
+        self.codec_pad_token = codec_pad_token
+
+
+def _text_mode(model: Any) -> None:
+    """This instance's `generate` reads `return_audio=False` (what lmms-eval passes) as `generation_mode="text"`,
+    transformers 5.x's spelling of it; an instance attribute, so the class and every other model are untouched."""
+    original = model.generate
+
+    @functools.wraps(original)
+    def generate(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("return_audio") is False and "generation_mode" not in kwargs:
+            del kwargs["return_audio"]
+            kwargs["generation_mode"] = "text"
+        return original(*args, **kwargs)
+
+    model.generate = generate
+
+
+def _pad_stand_in(model: Any) -> None:
+    talker = getattr(model.config, "talker_config", None)
+    model.talker = _NoTalker(getattr(talker, "tts_codec_pad_token_id", None))
+
+
+#: what is tried, in order, when the probe fails the known way (the error names the talker); each is kept only
+#: when the probe that follows gets further
+MENDS = (
+    ('return_audio=False read as generation_mode="text"', _text_mode),
+    ("a stand-in for the deleted talker's codec_pad_token", _pad_stand_in),
+)
+_probed: weakref.WeakKeyDictionary[Any, list[str]] = weakref.WeakKeyDictionary()
+
+
+def _probe(model: Any, tokenizer: Any) -> Exception | None:
+    """One call of `model.generate` as lmms-eval's Qwen-Omni classes make it (one new token): None when it
+    returns token ids, else the exception it raised."""
+    enc = tokenizer(["Hi"], return_tensors="pt").to(model.device)
+    try:
+        out = model.generate(**enc, return_audio=False, eos_token_id=tokenizer.eos_token_id,
+                             pad_token_id=tokenizer.pad_token_id, do_sample=False, max_new_tokens=1,
+                             thinker_max_new_tokens=1, use_audio_in_video=False, thinker_do_sample=False)  # fmt: skip
+    except Exception as exc:  # noqa: BLE001 - any error here is one lmms-eval would turn into "" answers
+        return exc
+    seq = out[0] if isinstance(out, tuple) else out
+    return None if hasattr(seq, "shape") else TypeError(f"generate returned {type(out).__name__}, not token ids")
+
+
+def _known(error: Exception | None) -> bool:
+    return error is not None and "talker" in str(error)
+
+
+def text_only_generate(lm: Any) -> list[str]:
+    """Make `lm`'s model answer text as lmms-eval calls it, or refuse the run before inference.
+
+    Probes the real `generate` once per model instance; when it fails the known way (transformers 5.x, see the
+    module docstring) applies `MENDS` to that instance, one at a time, until the probe passes.  Returns what was
+    mended (empty: nothing needed; also for an instance without a loaded model).  SettingsError, one line naming
+    the class, the transformers version and what to do, when the probe still fails."""
+    model = getattr(lm, "_model", None)
+    if model is None or not hasattr(model, "generate"):
+        return []
+    model = lm.model  # unwrapped, as the classes call it
+    if model in _probed:
+        return _probed[model]
+    tokenizer = getattr(lm, "_tokenizer", None) or lm.processor.tokenizer
+    error, done = _probe(model, tokenizer), []
+    for what, mend in MENDS:
+        if not _known(error):
+            break
+        mend(model)
+        done.append(what)
+        error = _probe(model, tokenizer)
+    module = type(lm).__module__
+    import transformers
+
+    if error is not None:
+        why = " ".join(f"{type(error).__name__}: {error}".split())[:200]
+        tried = f" (tried: {'; '.join(done)})" if done else ""
+        raise SettingsError(
+            f"lmms-eval's `{model_flag(module)}` ({module}) would answer \"\" for every sample: its model's generate "
+            f"fails with transformers {transformers.__version__}{tried}: {why}; install a transformers release "
+            "whose generate takes lmms-eval's call (`pip install 'transformers<5'`: 4.57 honours return_audio=False)"
+        )
+    if done:
+        line = (
+            f"emo-tasks: `{model_flag(module)}`: transformers {transformers.__version__}'s generate "
+            f"fails as lmms-eval calls it; mended for this model: {'; '.join(done)}"
+        )
+        logger.warning(line)
+        print(line, file=sys.stderr, flush=True)
+    _probed[model] = done
+    return done
 
 
 def current_route() -> AudioRoute | None:

@@ -5,6 +5,7 @@ The authors' functions (vendored, tests/emobench_m/official_llm_scoring.py) give
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 from conftest import API_KEY
 
-from emo_tasks.emobench_m import hooks, judge
+from emo_tasks.emobench_m import hooks, judge, registry
 from emo_tasks.emobench_m.run_state import STATE
 from judges.testing import LoopbackServer, Reply, last_user_text
 
@@ -58,6 +59,16 @@ def test_ratings_aggregated_as_the_authors_do_cached_and_garbage_failed(tmp_path
         )
         assert (avg_l, avg_m) == pytest.approx((2.0, 1.0))
         assert metrics["n_judge_failed"] == 1 and metrics["n_samples"] == 3
+        # per answer, in the records lmms-eval logs: the ratings (a failure 0), their sum and the failed flag
+        rated = [(r["llm_logical"], r["llm_multimodal"], r["llm_total"], r["llm_failed"]) for r in records]
+        assert rated == [(4, 3, 7, False), (2, 0, 2, True), (0, 0, 0, False)]
+        assert records[1]["llm_errors"] and records[1]["llm_errors"][0].startswith("multimodal: ")
+        # the report's per-sample values (its CIs) read from those records: their means are the aggregates
+        lines = [{"doc_id": i, "accuracy": {**json.loads(json.dumps(r)), "row_id": i}} for i, r in enumerate(records)]
+        values = registry.sample_values(lines)
+        for name in ("llm_logical", "llm_multimodal", "llm_total"):
+            assert len(values[name]) == 3
+            assert sum(values[name].values()) / 3 == pytest.approx(metrics[name], abs=1e-12), name
         # a rerun (a fresh memo) sends only the failed request again: the rest come from the answer cache
         n = len(sent)
         STATE.memo = type(STATE.memo)()
@@ -72,7 +83,11 @@ def test_ratings_aggregated_as_the_authors_do_cached_and_garbage_failed(tmp_path
 
 def test_offline_the_llm_metrics_are_na_with_a_note(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     env = {"EMO_CACHE_DIR": str(tmp_path / "cache"), "EMO_JUDGE": "auto"}  # no endpoint: no scorer
-    metrics = hooks.evaluate(_records(env, ANSWERS[:2]))
+    records = _records(env, ANSWERS[:2])
+    metrics = hooks.evaluate(records)
+    assert all(r["llm_failed"] is None and r["llm_total"] is None for r in records)  # not rated: no values
+    lines = [{"accuracy": {**r, "row_id": i}} for i, r in enumerate(records)]
+    assert not {"llm_logical", "llm_total"} & set(registry.sample_values(lines))
     assert metrics["llm_logical"] is None and metrics["n_judge_failed"] is None and metrics["n_samples"] == 2
     assert "the LLM scorer's metrics (llm_logical, llm_multimodal, llm_total) are N/A" in capsys.readouterr().err
     from emo_tasks.emobench_m.settings import EmoBenchMSettings

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import assert_omni_refusal, omni_lm
 
 from emo_tasks.emobench_m import hooks
 from emo_tasks.models import omni
@@ -18,17 +19,6 @@ from emo_tasks.settings import SettingsError
 
 CHAT = "lmms_eval.models.chat.qwen2_5_omni"
 SIMPLE = "lmms_eval.models.simple.qwen2_5_omni"
-
-
-def _bare(module: str, processor: Any = None) -> Any:
-    """An instance of lmms-eval's real class in `module`, without loading a model (only its type is read)."""
-    import importlib
-
-    mod = importlib.import_module(module)
-    cls = next(v for k, v in vars(mod).items() if k.startswith("Qwen") and getattr(v, "__module__", "") == module)
-    lm = cls.__new__(cls)
-    lm.processor = processor
-    return lm
 
 
 def _under_lmms_eval(lm: Any, call: Any) -> Any:
@@ -55,7 +45,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.mark.parametrize("task", ["mosi", "mc_eiu", "smile"])
 def test_a_chat_class_gets_video_audio_and_prompt(task: str, env: Path) -> None:
-    docs = _under_lmms_eval(_bare(CHAT), lambda: _process_docs(task))
+    docs = _under_lmms_eval(omni_lm(CHAT), lambda: _process_docs(task))
     assert omni.current_route() == omni.AudioRoute(CHAT, "part")
     doc = docs[0]
     (turn,) = hooks.doc_to_messages(doc, {"pre_prompt": "P: "})
@@ -70,7 +60,7 @@ def test_a_chat_class_gets_video_audio_and_prompt(task: str, env: Path) -> None:
 
 def test_no_audio_part_when_off_or_for_other_models(env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EMO_MODEL_AUDIO", "off")
-    docs = _under_lmms_eval(_bare(CHAT), lambda: _process_docs("meld"))
+    docs = _under_lmms_eval(omni_lm(CHAT), lambda: _process_docs("meld"))
     assert omni.current_route() == omni.AudioRoute(CHAT, "off")
     assert [p["type"] for p in hooks.doc_to_messages(docs[0])[0]["content"]] == ["video", "text"]
     monkeypatch.delenv("EMO_MODEL_AUDIO")
@@ -83,9 +73,8 @@ def test_no_audio_part_when_off_or_for_other_models(env: Path, monkeypatch: pyte
 def test_a_simple_class_that_cannot_hear_is_refused_before_the_data(env: Path) -> None:
     from transformers import Qwen2_5OmniProcessor
 
-    lm = _bare(SIMPLE, Qwen2_5OmniProcessor.__new__(Qwen2_5OmniProcessor))
+    lm = omni_lm(SIMPLE, Qwen2_5OmniProcessor.__new__(Qwen2_5OmniProcessor))
     with pytest.raises(SettingsError) as err:
         _under_lmms_eval(lm, lambda: _process_docs("mosi"))
-    line = str(err.value)
-    assert "\n" not in line and "--model qwen2_5_omni --force_simple" in line and "run `--model qwen2_5_omni`" in line
+    assert_omni_refusal(str(err.value), "qwen2_5_omni")
     assert not (env / "samples").exists()  # refused before the sample is even generated

@@ -153,3 +153,37 @@ def test_generation_bleu_is_nltks_and_missing_scorers_are_none() -> None:
     assert u.bleu == sentence_bleu([ref.split()], pred.split()) > 0
     m = scoring.task_metrics([u])
     assert m["bleu"] == pytest.approx(100 * u.bleu) and m["accuracy"] is None and m["bert_score"] is None
+
+
+def test_rouge_l_by_hand_is_lcs_f_on_porter_stems() -> None:
+    """rouge-score lowercases, splits on non-alphanumerics and Porter-stems tokens longer than 3 characters:
+    reference the/cat/are/run/quickli (5), prediction a/cat/run/quickli (4); their longest common subsequence is
+    cat run quickli (3), so P = 3/4, R = 3/5 and F = 2PR / (P + R) = 2/3.  Without the stemmer only "quickly" would
+    match (F = 2/9): the authors' `use_stemmer=True` is kept."""
+    assert scoring.rouge_l("A cat runs quickly!", "The cats are running quickly.") == pytest.approx(2 / 3, abs=1e-12)
+    assert scoring.rouge_l("no word shared", "The cats are running quickly.") == 0.0
+    u = scoring.score_sample("generation", "A cat runs quickly!", "The cats are running quickly.")
+    assert scoring.task_metrics([u])["rouge_l"] == pytest.approx(100 * 2 / 3, abs=1e-9)
+
+
+def test_generation_metrics_match_the_authors_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Their `evaluate_generation` (vendored) and ours on the same predictions: the average BLEU and ROUGE-L over the
+    answers with both texts (an empty one left out by both).  BERTScore is a stand-in (its weights cannot be
+    downloaded here), so their `avg_bert` is not compared; ours is N/A without bert-score."""
+    import numpy as np
+
+    monkeypatch.setattr(official_eval, "bert_score", lambda preds, refs, lang: (None, None, np.array([0.5])))
+    rng = random.Random(3)
+    words = "the audience laughed because he she sold a smashed phone literal reply joke running runs cats".split()
+    rows = [{"prediction": " ".join(rng.choices(words, k=rng.randint(3, 12))),
+             "reference": " ".join(rng.choices(words, k=rng.randint(5, 14)))} for _ in range(12)]  # fmt: skip
+    rows.append({"prediction": "", "reference": "the audience laughed"})
+    src, out = tmp_path / "gen.json", tmp_path / "metrics.json"
+    src.write_text(json.dumps(rows), encoding="utf-8")
+    official_eval.evaluate_generation(str(src), str(out))
+    theirs = json.loads(out.read_text(encoding="utf-8"))
+    ours = scoring.task_metrics([scoring.score_sample("generation", r["prediction"], r["reference"]) for r in rows])
+    assert theirs["total"] == ours["n_scored"] == 12
+    assert ours["rouge_l"] == pytest.approx(100 * theirs["avg_rouge"], rel=1e-12, abs=1e-12) and ours["rouge_l"] > 0
+    assert ours["bleu"] == pytest.approx(100 * theirs["avg_bleu"], rel=1e-12, abs=1e-12)
+    assert ours["bert_score"] is None

@@ -16,6 +16,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))  # run as a script: its sibling tiny_qwen.py
+from tiny_qwen import byte_tokenizer  # noqa: E402
+
 # Qwen-Omni's chat template, reduced to what the lmms-eval classes send: a system turn, then user turns whose parts
 # are text, image, video or audio (a video with `use_audio_in_video` is still one <|VIDEO|>: the processor
 # interleaves the audio into it).
@@ -48,24 +51,7 @@ HIDDEN = 64
 
 
 def _tokenizer():
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {ch: i for i, ch in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[], fuse_unk=False))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tok.decoder = decoders.ByteLevel()
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        additional_special_tokens=SPECIAL_TOKENS,
-        extra_special_tokens=ROLE_TOKENS,
-        model_max_length=32768,
-        clean_up_tokenization_spaces=False,
-    )
-    fast.chat_template = CHAT_TEMPLATE
-    return fast
+    return byte_tokenizer(SPECIAL_TOKENS, CHAT_TEMPLATE, ROLE_TOKENS)
 
 
 def _parts(patch: int):

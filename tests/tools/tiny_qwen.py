@@ -58,7 +58,10 @@ MAX_PIXELS = 4 * 28 * 28
 SEED = 1234
 
 
-def _tokenizer():
+def byte_tokenizer(special_tokens: list[str], chat_template: str, extra_special_tokens: dict[str, str] | None = None):
+    """A byte-level BPE tokenizer (256 byte tokens, no merges) plus `special_tokens`; `extra_special_tokens` names
+    tokens as attributes (`tokenizer.image_token`, ...), as the Qwen-Omni processors read them.  Shared by the tiny
+    Qwen2.5-VL checkpoint here and the tiny Qwen-Omni ones (tiny_omni.py)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
@@ -66,15 +69,17 @@ def _tokenizer():
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[], fuse_unk=False))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.decoder = decoders.ByteLevel()
+    extra = {"extra_special_tokens": extra_special_tokens} if extra_special_tokens else {}
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
-        additional_special_tokens=SPECIAL_TOKENS,
+        additional_special_tokens=special_tokens,
+        **extra,
         model_max_length=32768,
         clean_up_tokenization_spaces=False,
     )
-    fast.chat_template = CHAT_TEMPLATE
+    fast.chat_template = chat_template
     return fast
 
 
@@ -91,7 +96,7 @@ def build_tiny_qwen25vl(dir: Path) -> Path:  # noqa: A002 - the name the tests u
 
     dir = Path(dir)  # noqa: A001
     dir.mkdir(parents=True, exist_ok=True)
-    tokenizer = _tokenizer()
+    tokenizer = byte_tokenizer(SPECIAL_TOKENS, CHAT_TEMPLATE)
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
     vocab_size = len(tokenizer)
 
