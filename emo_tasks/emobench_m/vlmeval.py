@@ -26,12 +26,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.common import DataError
+from emo_tasks.common import DataError, LastResult
 from emo_tasks.settings import environ
 from emo_tasks.vlmeval.video import MEDIA
 
 from . import hooks, scoring
 from .protocol import scenarios
+from .run_state import STATE
 
 PREFIX = "EmoBenchM_"
 #: What VLMEvalKit's summary shows, the first that is a number: accuracy; SMILE's LLM scorer total, else BLEU.
@@ -167,6 +168,10 @@ def score_predictions(
                 "doc_id": doc_id, "target": hooks.doc_to_target(doc), "input": hooks.doc_to_text(doc),
                 "input_media": hooks.doc_to_visual(doc), "resps": [[answer]], "filtered_resps": [read], **record,
             })  # fmt: skip
+        # a fresh pass: `evaluate` memoises its last result for lmms-eval's one-aggregation-per-metric calls, and a
+        # memo hit (the same answers evaluated again in this process) would not write SMILE's per-answer ratings
+        # into these records, which the sample log holds
+        STATE.memo = LastResult()
         metrics[task] = hooks.evaluate(records)
         lines[task], n_docs[task] = task_lines, len(task_docs)
         limited = limited or any(start + i not in got.answers for i in range(len(task_docs)))

@@ -159,19 +159,27 @@ def test_evaluate_writes_a_run_folder_the_report_reads_with_the_same_numbers(cac
 
 def test_smiles_llm_scorer_runs_with_vlmevalkits_judge_flags(cache: Path, tmp_path: Path) -> None:
     """VLMEvalKit's --judge-base-url / --judge-key reach the authors' LLM scorer (`judge.py`): its metrics are the
-    lmms-eval path's (`hooks.process_results` + `hooks.evaluate` with the same judge), a rerun sends nothing."""
+    lmms-eval path's (`hooks.process_results` + `hooks.evaluate` with the same judge), a rerun sends nothing, and
+    the run folder's sample log holds each answer's ratings."""
     dataset = "EmoBenchM_sample_SMILE"
     preds = _predictions(dataset)
     with LoopbackServer(responder=Judge(), expected_api_key=API_KEY) as srv:
         kwargs = {"api_base": f"{srv.base_url}/chat/completions", "key": API_KEY, "nproc": 4, "retry": 2}
         got = ebm_vlmeval.evaluate_predictions(dataset, preds, _eval_file(tmp_path, dataset), kwargs, "video")
         sent = len(srv.calls)
+        again = ebm_vlmeval.evaluate_predictions(dataset, preds, _eval_file(tmp_path, dataset), kwargs, "video")
+        assert again == got and len(srv.calls) == sent  # evaluated again: the judge cache answers
         env = {**environ(), "OPENAI_BASE_URL": srv.base_url, "OPENAI_API_KEY": API_KEY, "EMO_JUDGE": "api"}
         docs = hooks.load_task("emobench_m/sample/smile", env)
         records = [hooks.process_results(d, [p["prediction"]])["accuracy"] for d, p in zip(docs, preds, strict=True)]
         want = ebm_vlmeval.plain(hooks.evaluate(records))
     assert {k: got[k] for k in scoring.TABLE.names} == want and sent == 2  # one answer non-empty: two dimensions
     assert want["llm_total"] is not None and want["n_judge_failed"] == 0 and want["bleu"] is not None
+    # the sample log holds each answer's ratings (evaluated again in this process too): the report's per-answer
+    # values, whose mean is the metric
+    run = reader.load_run(_eval_file(tmp_path, dataset).parent / "emo_tasks" / dataset)
+    per_answer = run.samples["emobench_m_sample_smile"]["llm_total"]
+    assert len(per_answer) == 2 and sum(per_answer.values()) / 2 == got["llm_total"]
 
 
 def test_a_missing_annotation_file_or_video_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
