@@ -313,7 +313,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="judged folders, REF CAND for each model")  # fmt: skip
     k.add_argument("--tolerance", action="append", default=[], metavar="T|METRIC=T",
                    type=cliargs.per_metric_arg("tolerance", "1, rec_s=0.5"),
-                   help="the largest shift still interchangeable, in the metric's units (default 1 point; repeat "
+                   help="the largest shift still interchangeable, in the metric's units (default 1 point, EmoBench-M "
+                   "1%% of each range; repeat "
                    "METRIC=T per metric, e.g. --tolerance 1 --tolerance cot_s=0.5)")  # fmt: skip
     k.add_argument("--out", default="calibration.json", metavar="calibration.json",
                    type=cliargs.out_file("a file to write the calibration to", parents=True),

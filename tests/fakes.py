@@ -43,10 +43,25 @@ class Judge:
                          "</score>")  # fmt: skip
         if "Final score: <a number from 0 to 100>" in text:  # MultiEmo's LLM-as-a-judge stage
             return Reply(text=f"Conclusion: weighed both sides.\nFinal score: {_h(text) % 101}")
-        for label in ("Logical Judgment Dimension", "Multimodal Content Association Dimension"):  # EmoBench-M's
-            if f"Output Format:\n{label}: <score>" in text:  # LLM scorer of SMILE's reasons: a 0-5 rating
-                return Reply(text=f"{label}: {_h(text) % 6}")
+        if "Reference Reason: " in text:  # EmoBench-M's LLM scorer of SMILE's reasons: one dimension per prompt
+            reference = text.split("Reference Reason: ", 1)[1].split("\n", 1)[0]
+            logical, multimodal = smile_ratings(reference, harsh=HARSH in str(body.get("model")))
+            if "**Logical Judgment Dimension:**" in text:
+                return Reply(text=f"Logical Judgment Dimension: {logical}")
+            return Reply(text=f"Multimodal Content Association Dimension: {multimodal}")
         return Reply(kind="status", status=400, text="unexpected request")
+
+
+#: A judge model whose name holds this rates EmoBench-M's SMILE reasons lower (`smile_ratings`).
+HARSH = "harsh"
+
+
+def smile_ratings(reference: str, harsh: bool = False) -> tuple[int, int]:
+    """The (logical, multimodal) rating `Judge` gives a SMILE reason from its reference reason alone: logical
+    1-5, multimodal 0-5; `harsh`, logical one point lower, multimodal two (never below 0): the dimensions shift
+    apart, so a reader that mixed them up would show."""
+    logical, multimodal = 1 + _h(reference) % 5, _h(reference + "/multimodal") % 6
+    return (logical - 1, max(multimodal - 2, 0)) if harsh else (logical, multimodal)
 
 
 class Model(Judge):

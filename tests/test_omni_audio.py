@@ -227,12 +227,15 @@ def _loaded(name: str, checkpoint: Path) -> Any:
     return lm
 
 
-def _generate(lm: Any, max_new_tokens: int = 2) -> Any:
-    """`generate` called as lmms-eval's chat classes call it (chat/qwen2_5_omni.py:58-72), a short text prompt."""
+def _generate(lm: Any, max_new_tokens: int = 2, thinker: bool = True) -> Any:
+    """`generate` called as lmms-eval's chat classes call it (chat/qwen2_5_omni.py:58-72), a short text prompt;
+    `thinker`: also pass `thinker_max_new_tokens` (lmms-eval does not; without it an unmended model would run the
+    thinker's default 1024 tokens)."""
     enc = lm._tokenizer(["Which emotion?"], return_tensors="pt")
+    budget = {"thinker_max_new_tokens": max_new_tokens} if thinker else {}
     return lm.model.generate(**enc, return_audio=False, eos_token_id=lm._tokenizer.eos_token_id,
                              pad_token_id=lm._tokenizer.pad_token_id, do_sample=False, temperature=0, top_p=None,
-                             num_beams=1, max_new_tokens=max_new_tokens, thinker_max_new_tokens=max_new_tokens,
+                             num_beams=1, max_new_tokens=max_new_tokens, **budget,
                              use_cache=True, use_audio_in_video=False, thinker_do_sample=False)  # fmt: skip
 
 
@@ -255,7 +258,11 @@ def test_text_only_generate_mends_the_instance_or_refuses(name: str, tiny_omni: 
     done = omni.text_only_generate(lm)
     assert bool(done) is fails, done
     out = _generate(lm)
-    assert out.shape[1] > lm._tokenizer(["Which emotion?"], return_tensors="pt").input_ids.shape[1]
+    prompt = lm._tokenizer(["Which emotion?"], return_tensors="pt").input_ids.shape[1]
+    assert out.shape[1] > prompt
+    # lmms-eval's call exactly (no thinker_max_new_tokens): its max_new_tokens bounds the thinker (default 1024)
+    out = _generate(lm, max_new_tokens=3, thinker=False)
+    assert prompt < (out[0] if isinstance(out, tuple) else out).shape[1] <= prompt + 3, out
     assert omni.text_only_generate(lm) is done  # probed once per model instance
     other = _loaded(name, tiny_omni[name])  # another instance, and the class, are untouched
     assert type(other.model).generate is cls_generate and "generate" not in vars(other.model)

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from loguru import logger
@@ -156,10 +158,10 @@ def evaluate(items: Sequence[dict[str, Any]], args: Any = None) -> dict[str, Any
     generation task (SMILE) adds the authors' LLM scorer's ratings when a judge is configured (`judge.py`)."""
     settings = tuple(STATE.sources.get(s) for s in sorted({r.get("data_source", "benchmark") for r in items}))
     key = (settings, tuple((r["scenario"], r["row_id"], r["answer"]) for r in items))
-    return STATE.memo.get(key, lambda: _metrics(items, settings[0] if settings else None))
+    return STATE.memo.get(key, lambda: _metrics(items, settings[0] if settings else None, args))
 
 
-def _metrics(items: Sequence[dict[str, Any]], settings: EmoBenchMSettings | None) -> dict[str, Any]:
+def _metrics(items: Sequence[dict[str, Any]], settings: EmoBenchMSettings | None, args: Any = None) -> dict[str, Any]:
     say_if_all_empty(f"EmoBench-M {items[0]['scenario'] if items else ''}", [r["answer"] for r in items])
     out = scoring.task_metrics([sample_result(r) for r in items])
     if not items or items[0]["kind"] != scoring.GENERATION:
@@ -176,8 +178,14 @@ def _metrics(items: Sequence[dict[str, Any]], settings: EmoBenchMSettings | None
         return out
     from . import judge
 
+    started = time.perf_counter()
     rated = judge.rate(list(items), settings)
-    judge.record_ratings(items, rated)  # per answer in the records lmms-eval and the judge stage log
-    for name, value in judge.aggregate(rated).items():
+    judge.record_ratings(items, rated.rows)  # per answer in the records lmms-eval and the judge stage log
+    for name, value in judge.aggregate(rated.rows).items():
         out[name] = scoring.Count(value) if name == "n_judge_failed" else scoring.Pooled(float(value[0]), value[1])
+    output_path = getattr(args, "output_path", None) if args is not None else None
+    if output_path:  # the judge log `agreement` and `calibrate` read: which judge rated which answer how
+        from .judge_log import write_judge_log
+
+        write_judge_log(Path(output_path), items, rated, settings, out, time.perf_counter() - started)
     return out

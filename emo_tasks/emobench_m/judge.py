@@ -12,16 +12,19 @@ counted in `n_judge_failed` (and rated 0).  An empty answer is rated 0 without a
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
-from judges import JudgeRequest, run_batch, user_message
+from judges import BatchStats, JudgeRequest, run_batch, user_message
+from judges.fingerprint import fingerprint
 from judges.reasoning import answer_part
 
 from .protocol import protocol
 from .settings import EmoBenchMSettings
 
 DIMENSIONS = ("logical", "multimodal")
+#: The judge protocol the judge setup records (the fingerprint's and the summary's `judge_protocol`).
+PROTOCOL = "emobench_m llm scorer"
 
 
 def scorer_spec() -> dict[str, Any]:
@@ -68,13 +71,23 @@ def requests_for(records: Sequence[dict[str, Any]], settings: EmoBenchMSettings)
     return out
 
 
-def rate(records: Sequence[dict[str, Any]], settings: EmoBenchMSettings) -> list[dict[str, Any]]:
-    """Per record: {"logical", "multimodal" (0-5, a failure 0), "failed" (a rating failed), "errors"}; the judge's
-    answers come from the engine of `settings` (cached)."""
-    rated: list[dict[str, Any]] = [{"logical": 0, "multimodal": 0, "failed": False, "errors": []} for _ in records]
+class Rated(NamedTuple):
+    """`rate`'s answer: per record its ratings (`rate`), and the batch's accounting (None: nothing was asked)."""
+
+    rows: list[dict[str, Any]]
+    stats: BatchStats | None
+
+
+def rate(records: Sequence[dict[str, Any]], settings: EmoBenchMSettings) -> Rated:
+    """Per record: {"logical", "multimodal" (0-5, a failure 0), "failed" (a rating failed), "errors", "asked" (the
+    answer was sent: not empty), "ratings" ({dimension: the rating read, None when it failed}), "judge_texts" and
+    "cached" (per dimension: the judge's answer, from the cache)}; the judge's answers come from the engine of
+    `settings` (cached).  Only the first four make numbers; the rest is what the judge log records."""
+    rated: list[dict[str, Any]] = [{"logical": 0, "multimodal": 0, "failed": False, "errors": [], "asked": False,
+                                    "ratings": {}, "judge_texts": {}, "cached": {}} for _ in records]  # fmt: skip
     pending = requests_for(records, settings)
     if not pending:
-        return rated
+        return Rated(rated, None)
     batch = run_batch([req for _, _, req in pending], desc="emobench_m llm scorer", settings=settings.engine)
     for (i, dim, _), result in zip(pending, batch, strict=True):
         value = read_rating(dim, result.text) if result.ok else None
@@ -82,7 +95,22 @@ def rate(records: Sequence[dict[str, Any]], settings: EmoBenchMSettings) -> list
             rated[i]["failed"] = True
             rated[i]["errors"].append(f"{dim}: {result.error or 'no rating'}")
         rated[i][dim] = value or 0
-    return rated
+        rated[i]["asked"] = True
+        rated[i]["ratings"][dim] = value
+        rated[i]["judge_texts"][dim] = result.text
+        rated[i]["cached"][dim] = result.cached
+    return Rated(rated, batch.stats)
+
+
+def judge_fingerprint(settings: EmoBenchMSettings, listing: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Any]:
+    """The fingerprint of the LLM scorer's setup (`judges.fingerprint.fingerprint`): the judge model with what
+    `listing` (the endpoint's `/models`) says is served under it, its sampling, the authors' prompts.  One function
+    for the judge stage's folder name (`registry.judge_setup`) and the judge log's summary."""
+    sampling = dict(settings.judge_sampling)
+    params = JudgeRequest([], model=settings.judge_model, temperature=float(sampling.pop("temperature", 0.0)),  # type: ignore[arg-type]
+                          params=sampling).payload_params()  # fmt: skip
+    return fingerprint({"judge": (settings.judge_model, params)}, protocol=PROTOCOL, prompts=scorer_spec(),
+                       listing=listing)  # fmt: skip
 
 
 def record_ratings(records: Sequence[dict[str, Any]], rated: Sequence[dict[str, Any]]) -> None:

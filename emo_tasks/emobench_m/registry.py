@@ -54,18 +54,12 @@ def judge_setup(env: Mapping[str, str], extra_judge: bool = False) -> dict[str, 
     settings = EmoBenchMSettings.from_env(env, "sample")  # the judge's values; the data are not needed here
     if settings.judge_mode != "api" or settings.engine is None:
         return {}
-    from judges import JudgeRequest
-    from judges.fingerprint import fingerprint, served_models
+    from judges.fingerprint import served_models
 
-    from .judge import scorer_spec
+    from .judge import judge_fingerprint
 
-    sampling = dict(settings.judge_sampling)
-    params = JudgeRequest([], model=settings.judge_model, temperature=float(sampling.pop("temperature", 0.0)),  # type: ignore[arg-type]
-                          params=sampling).payload_params()  # fmt: skip
     listing = served_models(settings.engine.endpoint)
-    return {"emobench_m_judge": settings.judge_model, "judge_fingerprint": fingerprint(
-        {"judge": (settings.judge_model, params)}, protocol="emobench_m llm scorer", prompts=scorer_spec(),
-        listing=listing)}  # fmt: skip
+    return {"emobench_m_judge": settings.judge_model, "judge_fingerprint": judge_fingerprint(settings, listing)}
 
 
 BENCHMARK = Benchmark(
@@ -83,5 +77,6 @@ BENCHMARK = Benchmark(
     exports={"emobench-m-official": "emo_tasks.emobench_m.export:export_emobench_m_official"},
     view_samples="emo_tasks.emobench_m.view:view_samples",
     judge_setup=judge_setup,
+    judge_ratings="emo_tasks.emobench_m.agreement",
     vlmeval_datasets=("emo_tasks.emobench_m.vlmeval:dataset_class",),
 )

@@ -7,8 +7,9 @@ computes (a)-(c) below and prints them.  Both are the same for any benchmark; wh
 - where its judge logs are and how their rows are read and checked, a row's per-step ratings, what identifies the
 answer a row judged, the task order and titles, the sample scores and the summary fields that make up a judge
 setup - comes from its judge-ratings module (`Benchmark.judge_ratings` in the registry), which defines the
-module-level names of `JudgeRatings`.  Today that is MME-Emotion's alone: `emo_tasks/mme_emotion/agreement.py`,
-whose docstring says what it reads and how (the examples below are MME-Emotion's).
+module-level names of `JudgeRatings`: MME-Emotion's `emo_tasks/mme_emotion/agreement.py` and EmoBench-M's
+`emo_tasks/emobench_m/agreement.py` (its LLM scorer of SMILE's reasons), whose docstrings say what they read and
+how (the examples below are MME-Emotion's).
 
 - input: the newest judge log per task in a results folder's `emo_tasks_judge/` and the summary beside it
   (MME-Emotion: `[sample_]<task>_<stamp>_judge.jsonl` and `_summary.json`) by the one rule of every command
@@ -26,7 +27,8 @@ whose docstring says what it reads and how (the examples below are MME-Emotion's
   (judge_failed / offline), or with different answers are counted and left out;
 - (a) `steps`: per-step rating agreement, every step's value paired step by step, over the pairs whose two judges
   rated the same number of steps (the others are counted in `n_count_mismatch`);
-- (b) `last_step`: the same on the last rating (MME-Emotion: recognition) of every pair;
+- (b) `last_step`: the same on the final rating (MME-Emotion: the last step, recognition; EmoBench-M: the total
+  of its two dimensions, `Sample.final`) of every pair;
 - (c) `scores`: the benchmark's sample scores (MME-Emotion: Rec-S, Rea-S, CoT-S x100) of each judge over the pairs,
   and the seeded paired bootstrap (`emo_tasks.results.stats.paired_bootstrap`) of B - A.  From fewer than 2 pairs there
   is no interval to estimate (one pair would give a zero-width CI and a tiny p): CI and p are null / `n/a` with a note.
@@ -121,6 +123,14 @@ class Sample:
     answer: Mapping[str, Any] = field(default_factory=dict)  # what was judged: a field both rows hold must agree
     steps: tuple[float, ...] = ()  # scored: the value of every step's rating, the last one the final rating
     scores: Mapping[str, float | None] = field(default_factory=dict)  # scored: sample score -> value (None: none)
+    #: scored: the final rating (`last_step`, calibrate's kappa) when it is not the last step (EmoBench-M: the total
+    #: of its two dimensions); None: the last step is
+    final: float | None = None
+
+    @property
+    def last(self) -> float:
+        """The final rating: `final`, else the last step."""
+        return self.steps[-1] if self.final is None else self.final
 
 
 @dataclass
@@ -133,7 +143,9 @@ class TaskLog:
     #: setup field -> the value the summary records; None, "" and empty containers: not recorded
     setup: dict[str, Any] = field(default_factory=dict)
     shown: dict[str, Any] = field(default_factory=dict)  # what the JSON's Run lists per task, in its order
-    samples: dict[int, Sample] = field(default_factory=dict)  # row -> sample, every row of the task in the log
+    #: row -> sample, every row of the task in the log (the benchmark's row key: MME-Emotion's row number,
+    #: EmoBench-M's row id)
+    samples: dict[Any, Sample] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # remarks on the log (no summary, ...)
 
 

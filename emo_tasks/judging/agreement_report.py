@@ -161,8 +161,8 @@ def pool_task(task: str, a: JudgedRun, b: JudgedRun) -> Pool:
             pool.steps[1].extend(vb)
         else:
             pool.counts["n_count_mismatch"] += 1
-        pool.last[0].append(va[-1])
-        pool.last[1].append(vb[-1])
+        pool.last[0].append(sa.last)
+        pool.last[1].append(sb.last)
         for m, (got_a, got_b) in pool.scores.items():
             ma, mb = sa.scores.get(m), sb.scores.get(m)
             if ma is not None and mb is not None:

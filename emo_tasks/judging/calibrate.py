@@ -5,11 +5,13 @@ the same thing.  Each pair is one model's answers judged twice, by the reference
 candidate (CAND), given as the folders `emo-tasks agreement` reads (`RUN/judged/<setup>/`, or a run judged in
 process).  Reading, pairing and the statistics are `agreement`'s (`agreement.load_run`, `agreement_report.pool_task`,
 `score_difference`, `rating_agreement`): one implementation.  Per benchmark, task and headline metric (MME-Emotion:
-Rec-S, Rea-S, CoT-S x100 per sample) it gives
+Rec-S, Rea-S, CoT-S x100 per sample; EmoBench-M: SMILE's llm_logical, llm_multimodal, llm_total per answer) it
+gives
 
 - the shift, candidate - reference, over every paired sample of every pair (pooled), with its seeded paired
   bootstrap 95 % CI, and the same per pair;
-- per-sample agreement: Cohen's kappa on the recognition verdicts (the last rating) and the ICC on the step ratings;
+- per-sample agreement: Cohen's kappa on the recognition verdicts (the final rating: MME-Emotion's last step,
+  EmoBench-M's per-answer total) and the ICC on the step ratings (EmoBench-M: its two dimensions);
 - with three or more pairs (models): Kendall's tau-b (`kendall_taus`, pinned to scipy's) between the two judges'
   rankings of the models (each model's mean over its paired samples), with a 95 % percentile CI from a seeded
   bootstrap over each model's samples (resampled alike for both judges; replicates with tied means, where tau is
@@ -22,10 +24,11 @@ Refused (exit 2, one line naming the folder): a folder that is not one judge set
 judge identity (`results.calibration.judge_identity` of their summaries) or CAND sides not all another, REF and
 CAND of the same identity (nothing to calibrate), a side without a recorded judge, a pair whose two sides judged
 different answers, two pairs of the same answers (one model twice), no sample scored in both sides, MultiEmo's
-judged variant (its judge scores whole predictions, it has no per-sample ratings for `agreement` to pair), and
-EmoBench-M's LLM scorer (its per-answer ratings are in the sample logs, but it writes no judge log and summary
-recording which judge rated, which the identity checks above stand on).  The
-file written is `results.calibration`'s document; its extra fields are `pairs`, `agreement`, `ranking` and `notes`.
+judged variant (its judge scores whole predictions, it has no per-sample ratings for `agreement` to pair), and a
+judged run without judge logs (EmoBench-M judged before its LLM scorer wrote them: the message says to rerun
+`emo-tasks judge`, whose answer cache makes that free; the identity checks above stand on the logs' summaries).
+The file written is `results.calibration`'s document; its extra fields are `pairs`, `agreement`, `ranking` and
+`notes`.
 
 Exit codes: 0 every headline interchangeable, 1 one is not, 2 refused, 3 bad argument or unreadable input.
 Files in, files out: no network.
@@ -53,7 +56,7 @@ from emo_tasks.judging.agreement_report import LEVEL, Pool, pool_task, rating_ag
 from emo_tasks.results.calibration import Shift, calibration_document, judge_identity
 from emo_tasks.results.judge_shutdown import KEY as SHUTDOWN_KEY
 from emo_tasks.results.judge_shutdown import merged
-from emo_tasks.results.layout import JUDGE_DIR, SUMMARY_SUFFIX
+from emo_tasks.results.layout import JUDGE_DIR, JUDGE_LOG_SUFFIX, SUMMARY_SUFFIX
 from emo_tasks.results.same_judge import group_by_judge, identity_difference
 from judges.shutdown import warn_recorded
 
@@ -157,6 +160,13 @@ def shift_of(
     return shift, d
 
 
+def default_tolerance(ratings: Any, metric: str) -> float:
+    """A headline's tolerance without --tolerance: the benchmark's own for it (a judge-ratings module's optional
+    `TOLERANCES`: EmoBench-M's ratings are on 0-5 and 0-10 scales, where 1 would be 20 % and 10 %), else
+    `DEFAULT_TOLERANCE` (1 point of MME-Emotion's x100 scores)."""
+    return float(getattr(ratings, "TOLERANCES", {}).get(metric, DEFAULT_TOLERANCE))
+
+
 # ------------------------------------------------------------------------------------------------------ input
 @dataclass
 class Pair:
@@ -181,10 +191,17 @@ def _judged_without_ratings(path: str) -> bool:
     return any(p.parent.name == JUDGE_DIR for p in Path(path).rglob(f"*{SUMMARY_SUFFIX}"))
 
 
+def _has_judge_log(path: str) -> bool:
+    """A judge log (`*_judge.jsonl` in an `emo_tasks_judge/`) is at or under `path`: an InputError reading it is
+    about that log, not about a judged result without logs."""
+    root = Path(path)
+    return root.is_dir() and any(p.parent.name == JUDGE_DIR for p in root.rglob(f"*{JUDGE_LOG_SUFFIX}"))
+
+
 def _rated_without_judge_log(path: str) -> str | None:
     """The title of a benchmark whose judge rated answers in a results file under `path` (its `n_judge_failed` is
-    a number) but which gives `agreement` no judge log (no `judge_ratings` module: EmoBench-M's LLM scorer, whose
-    ratings are in the sample logs); None when there is none."""
+    a number) although no judge log of it is there: a run judged before its benchmark wrote judge logs (EmoBench-M's
+    LLM scorer before them), or whose logs were removed; None when there is none."""
     for results in sorted(Path(path).rglob("*results.json")):
         try:
             rows = json.loads(results.read_text(encoding="utf-8")).get("results") or {}
@@ -192,7 +209,7 @@ def _rated_without_judge_log(path: str) -> str | None:
             continue
         for task, row in rows.items():
             bench = benchmark_of(task)
-            if bench is not None and not bench.judge_ratings and isinstance(row, dict) and isinstance(
+            if bench is not None and bench.judge_ratings and isinstance(row, dict) and isinstance(
                 row.get("n_judge_failed,none"), int):  # fmt: skip
                 return bench.title
     return None
@@ -202,6 +219,8 @@ def _load(path: str) -> JudgedRun:
     try:
         return load_run(path)
     except InputError:
+        if _has_judge_log(path):  # a log that cannot be read: the error names it (exit 3)
+            raise
         titles = " or ".join(r.TITLE for r in judge_ratings())
         if Path(path).is_dir() and _judged_without_ratings(path):
             raise Refused(
@@ -211,9 +230,9 @@ def _load(path: str) -> JudgedRun:
         rated = _rated_without_judge_log(path) if Path(path).is_dir() else None
         if rated:
             raise Refused(
-                f"{path}: {rated}'s judge ratings are in its sample logs, with no judge log recording which judge "
-                f"gave them, so two sides cannot be proven to be two judges of the same answers; calibrate reads "
-                f"the judge logs of {titles}"
+                f"{path}: {rated}'s judge rated these answers, but no judge log records the ratings and which "
+                f"judge gave them (judged before the logs were written, or removed): rerun `emo-tasks judge RUN` "
+                f"with that judge to write them (its answer cache makes that free)"
             ) from None
         raise
 
@@ -312,7 +331,7 @@ def calibrate(
     ratings = pairs[0].ref.ratings
     bench = ratings.TITLE
     metrics = list(ratings.SCORES)
-    tol = {m: tolerance.get(m, tolerance.get(None, DEFAULT_TOLERANCE)) for m in metrics}
+    tol = {m: tolerance.get(m, tolerance.get(None, default_tolerance(ratings, m))) for m in metrics}
     tasks = sorted({t for p in pairs for t in p.pools}, key=ratings.task_order)
     units = [(t, ratings.task_title(t), [t]) for t in tasks]
     bench_entry = benchmark_of(tasks[0]) if tasks else None

@@ -22,7 +22,8 @@ Every class calls `model.generate(..., return_audio=False)` and answers "" for a
 transformers 5.x Qwen2.5-Omni's `generate` raises on every call after `disable_talker()` (which every class makes):
 `return_audio` is no longer a parameter (5.0: `generation_mode="text"` replaced it, so the False is ignored and it
 asks for the talker), and from 5.15 it reads `talker.codec_pad_token` even in text mode.  `text_only_generate`
-probes the real `generate` once per model instance before inference and mends that instance only, or refuses.
+probes the real `generate` once per model instance before inference and mends that instance only, or refuses; it
+also gives lmms-eval's `max_new_tokens` to the thinker, whose `generate` otherwise drops it (`_thinker_budget`).
 """
 
 from __future__ import annotations
@@ -164,6 +165,24 @@ def _text_mode(model: Any) -> None:
     model.generate = generate
 
 
+def _thinker_budget(model: Any) -> None:
+    """This instance's `generate` gives lmms-eval's `max_new_tokens` to the thinker (`thinker_max_new_tokens`).
+
+    Why: Qwen-Omni's `generate` (transformers 4.57 and 5.x alike) sets the thinker's `max_new_tokens` from its own
+    `thinker_max_new_tokens` (default 1024) and drops the caller's `max_new_tokens`, so the task's `gen_kwargs` budget
+    (EmoBench-M 256, MME-Emotion 1024) and `--gen_kwargs max_new_tokens=N` never reached the model.  A caller that
+    names `thinker_max_new_tokens` itself is left alone; an instance attribute, so the class is untouched."""
+    original = model.generate
+
+    @functools.wraps(original)
+    def generate(*args: Any, **kwargs: Any) -> Any:
+        if "max_new_tokens" in kwargs and "thinker_max_new_tokens" not in kwargs:
+            kwargs["thinker_max_new_tokens"] = kwargs["max_new_tokens"]
+        return original(*args, **kwargs)
+
+    model.generate = generate
+
+
 def _pad_stand_in(model: Any) -> None:
     talker = getattr(model.config, "talker_config", None)
     model.talker = _NoTalker(getattr(talker, "tts_codec_pad_token_id", None))
@@ -228,6 +247,7 @@ def text_only_generate(lm: Any) -> list[str]:
             f"fails with transformers {transformers.__version__}{tried}: {why}; install a transformers release "
             "whose generate takes lmms-eval's call (`pip install 'transformers<5'`: 4.57 honours return_audio=False)"
         )
+    _thinker_budget(model)
     if done:
         line = (
             f"emo-tasks: `{model_flag(module)}`: transformers {transformers.__version__}'s generate "

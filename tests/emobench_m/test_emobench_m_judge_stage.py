@@ -5,13 +5,16 @@ a judge (the LLM metrics N/A), J judged in process by a loopback judge (the real
 by the reference reason and never rates one answer's multimodal dimension.  `emo-tasks judge U` with the same judge,
 synchronously and through the Batch API (`judges.testing_batches.BatchServer`), must give J's numbers for every
 task, count the unrated answer in `n_judge_failed`, write each answer's ratings into its sample log (the report's
-confidence intervals), and a rerun on the same cache must send nothing.
+confidence intervals), and a rerun on the same cache must send nothing.  Each pass writes a judge log; two passes
+over U by two judges (`fakes.Judge`, one of them harsher) give `emo-tasks calibrate` the shift computed
+by hand.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,9 +22,11 @@ from typing import Any
 
 import pytest
 from conftest import API_KEY, build_once, private_copy, run_emo
+from fakes import HARSH, Judge, smile_ratings
 from shared_runs import stage_env
 
 from emo_tasks.emobench_m.scoring import TABLE
+from emo_tasks.results.layout import JUDGE_LOG_SUFFIX
 from judges.testing import LoopbackServer, Reply, last_user_text
 from judges.testing_batches import BatchServer
 
@@ -179,12 +184,58 @@ def test_the_batch_api_gives_the_same_numbers(runs: dict[str, Path]) -> None:
     assert _values(root / "batch_sync") == _values(runs["J"])
 
 
-def test_calibrate_refuses_the_llm_scorers_ratings_in_one_line(runs: dict[str, Path], tmp_path: Path) -> None:
-    """The in-process judged run and a copy of it: nothing records which judge rated (no judge log), so calibrate
-    cannot prove two judges of the same answers: refused (exit 2), one line, no file written."""
-    copy = private_copy(runs["J"], tmp_path / "copy")
-    out = tmp_path / "calibration.json"
-    proc = run_emo(stage_env(tmp_path / "cache"), "calibrate", str(runs["J"]), str(copy), "--out", str(out))
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert proc.stderr.startswith("emo-tasks calibrate: ") and len(proc.stderr.splitlines()) == 1, proc.stderr
-    assert "EmoBench-M's judge ratings are in its sample logs" in proc.stderr and not out.exists()
+def _log_rows(folder: Path) -> list[dict[str, Any]]:
+    logs = sorted((folder / "emo_tasks_judge").glob(f"sample_emobench_m_smile_*{JUDGE_LOG_SUFFIX}"))
+    assert len(logs) == 1, logs
+    return [json.loads(x) for x in logs[0].read_text(encoding="utf-8").splitlines()]
+
+
+def test_two_judges_of_the_same_run_calibrate_to_the_shift_by_hand(runs: dict[str, Path], tmp_path: Path) -> None:
+    """`emo-tasks judge U` twice, by `judge-a` and by `judge-harsh` (`fakes.Judge`: logical one point lower,
+    multimodal two), then `emo-tasks calibrate`: per score the shift and CI computed here from the fake judges'
+    rule; two pairs are fewer than MIN_PAIRED, so the verdict is "too few pairs" (exit 1).  The in-process run J
+    wrote its judge log too, and a copy of J without it (a run judged before the logs) is refused saying to rerun
+    the judge stage."""
+    # the in-process run's log: one row per answer, the ratings its sample log holds
+    rows, records = _log_rows(runs["J"]), _records(runs["J"])
+    assert [(r["row_id"], r["llm_logical"], r["llm_multimodal"], r["failed"]) for r in rows] == [
+        (x["row_id"], x["llm_logical"], x["llm_multimodal"], x["llm_failed"]) for x in records]  # fmt: skip
+    assert [r["status"] for r in rows] == ["scored", "judge_failed"]
+    root = tmp_path
+    with LoopbackServer(responder=Judge(), expected_api_key=API_KEY) as srv:
+        for judge in ("judge-a", f"judge-{HARSH}"):
+            proc = run_emo(stage_env(root / "cache", srv), "judge", str(runs["U"]), "--judge-model", judge, "--out",
+                           str(root / judge))  # fmt: skip
+            assert proc.returncode == 0, proc.stderr[-4000:]
+    # by hand: A's and B's ratings of each answer from its reference reason (the gold of U's sample log)
+    golds = [r["gold"] for r in _records(runs["U"])]
+    a = [smile_ratings(g) for g in golds]
+    b = [smile_ratings(g, harsh=True) for g in golds]
+    diffs = {"llm_logical": [y[0] - x[0] for x, y in zip(a, b, strict=True)],
+             "llm_multimodal": [y[1] - x[1] for x, y in zip(a, b, strict=True)],
+             "llm_total": [sum(y) - sum(x) for x, y in zip(a, b, strict=True)]}  # fmt: skip
+    assert [(r["ratings"]["logical"], r["ratings"]["multimodal"]) for r in _log_rows(root / "judge-a")] == a
+    out = root / "calibration.json"
+    proc = run_emo(stage_env(root / "cache_cal"), "calibrate", str(root / "judge-a"), str(root / f"judge-{HARSH}"),
+                   "--out", str(out), "--resamples", "300")  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # two pairs: too few, not interchangeable
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    shifts = {s["metric"]: s for s in doc["shifts"]}
+    assert set(shifts) == set(diffs) and {s["task"] for s in doc["shifts"]} == {TASK}
+    for metric, d in diffs.items():
+        s = shifts[metric]
+        # two paired answers: the bootstrap's means are d1, (d1+d2)/2 or d2, so its 95 % CI is [min d, max d]
+        assert s["n"] == 2 and s["shift"] == pytest.approx(sum(d) / 2, abs=1e-12), s
+        assert (s["ci_low"], s["ci_high"]) == pytest.approx((min(d), max(d)), abs=1e-12), s
+        assert not s["interchangeable"], s
+    assert shifts["llm_logical"]["shift"] == -1.0  # A's logical is never 0: B is exactly one lower
+    assert doc["reference"]["identity"]["judge_models"] == {"judge": "judge-a"}
+    assert doc["candidate"]["identity"]["judge_models"] == {"judge": f"judge-{HARSH}"}
+    assert "too few pairs (2 < 30): shift -1.00 [-1.00, -1.00]" in proc.stdout
+    # a run judged before the scorer wrote judge logs: refused in one line, saying what to run
+    old = private_copy(runs["J"], tmp_path / "old")
+    shutil.rmtree(old / "emo_tasks_judge")
+    refused = run_emo(stage_env(root / "cache_cal"), "calibrate", str(old), str(root / "judge-a"), "--out",
+                      str(root / "refused.json"))  # fmt: skip
+    assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1, refused.stderr
+    assert "rerun `emo-tasks judge RUN`" in refused.stderr and not (root / "refused.json").exists()

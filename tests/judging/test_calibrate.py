@@ -232,17 +232,17 @@ def test_what_cannot_be_calibrated_is_refused_in_one_line(tmp_path: Path, capsys
     judged.mkdir(parents=True)
     (judged / "multiemo_20250301T120000_judged_summary.json").write_text('{"judge_model": "gpt-4o"}')
     assert "no per-sample judge ratings to pair" in _refused(capsys, tmp_path, judged.parent, cand)
-    # EmoBench-M's LLM scorer: ratings in the sample logs, no judge log naming the judge (the slow form:
-    # tests/emobench_m/test_emobench_m_judge_stage.py); an unjudged run of it is unreadable input, as before
+    # EmoBench-M judged before its LLM scorer wrote judge logs: no log names the judge, rerun the judge stage
+    # (tests/emobench_m/test_emobench_m_agreement.py); an unjudged run of it is unreadable input, as before
     smile = tmp_path / "smile" / "judged" / "x"
     smile.mkdir(parents=True)
     row = {"llm_total,none": 6.0, "n_judge_failed,none": 0}
     (smile / "2025-03-01T12-00-00.000000_results.json").write_text(json.dumps({"results": {SMILE: row}}))
-    assert "EmoBench-M's judge ratings are in its sample logs" in _refused(capsys, tmp_path, smile, cand)
+    assert "rerun `emo-tasks judge RUN` with that judge" in _refused(capsys, tmp_path, smile, cand)
     row["n_judge_failed,none"] = None
     (smile / "2025-03-01T12-00-00.000000_results.json").write_text(json.dumps({"results": {SMILE: row}}))
     code, _, err = _run(capsys, smile, cand, "--out", tmp_path / "c.json")
-    assert code == 3 and "no MME-Emotion judge log" in err
+    assert code == 3 and "no MME-Emotion or EmoBench-M judge log" in err
 
 
 def test_bad_arguments_exit_3(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -253,7 +253,7 @@ def test_bad_arguments_exit_3(tmp_path: Path, capsys: pytest.CaptureFixture) -> 
     assert code == 3 and "--tolerance: no headline metric recs" in err and not (tmp_path / "c.json").exists()
     (tmp_path / "empty").mkdir()
     code, out, err = _run(capsys, tmp_path / "empty", cand, "--out", tmp_path / "c.json")  # no judge log at all
-    assert code == 3 and "no MME-Emotion judge log" in err
+    assert code == 3 and "no MME-Emotion or EmoBench-M judge log" in err
 
 
 def test_a_candidate_with_another_alpha_is_noted(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -262,7 +262,7 @@ def test_unreadable_input_exits_3(runs: tuple[Path, Path], tmp_path: Path, capsy
     (broken / f"{SA}_20250101T000000_judge.jsonl").write_text("{not json\n")
     cases = {
         str(tmp_path / "missing"): "no such directory",
-        str(tmp_path / "empty"): "no MME-Emotion judge log",
+        str(tmp_path / "empty"): "no MME-Emotion or EmoBench-M judge log",
         str(tmp_path / "bad"): "_judge.jsonl:1: a scored sample needs 'ratings'",
         str(tmp_path / "broken"): "_judge.jsonl:1: not valid JSON",
     }
