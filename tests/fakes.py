@@ -83,9 +83,30 @@ class Model(Judge):
                 return Reply(text=options[first if attempt < 3 else (first + 1) % 3])
             if "How much will people feel" in text:
                 return Reply(text=f"Score: {_h(text) % 101}. Reason: colours.")
+            emobench_m = _emobench_m_answer(text + self.salt)
+            if emobench_m is not None:
+                return Reply(text=emobench_m)
             labels = re.findall(r"\b[a-z][a-z ]+\b", text.split("candidate", 1)[-1])[:12] or ["anger"]
             return Reply(text=f"Cues noted. Answer: {labels[_h(text + self.salt) % len(labels)].strip()}")
         return super().__call__(body, attempt)
+
+
+def _emobench_m_answer(text: str) -> str | None:
+    """An EmoBench-M answer in the requested format, the label (emotion and intent; a laughter reason) picked from
+    the prompt's own lists by the prompt's hash; None for another benchmark's prompt."""
+    h = _h(text)
+    found = re.search(r"Choose one of the following labels as your final answer: (.+?)\. Respond", text)
+    if found:
+        labels = found.group(1).split(", ")
+        return f"{{'emotion': '{labels[h % len(labels)]}'}}"
+    emotion, intent = (re.search(rf"Choose one {k}: (.+?)\.", text) for k in ("emotion", "intent"))
+    if emotion and intent:
+        e, i = emotion.group(1).split(", "), intent.group(1).split(", ")
+        return f"{{'emotion label': '{e[h % len(e)]}', 'intent label': '{i[(h >> 4) % len(i)]}'}}"
+    if "why the audience laughed" in text:
+        reasons = ("he offered to sell a smashed phone as slightly used", "the reply was absurdly literal")
+        return f"The audience laughed because {reasons[h % 2]}."
+    return None
 
 
 class ReasoningModel(Model):

@@ -78,4 +78,5 @@ BENCHMARK = Benchmark(
     view_samples="emo_tasks.emobench_m.view:view_samples",
     judge_setup=judge_setup,
     judge_ratings="emo_tasks.emobench_m.agreement",
+    vlmeval_datasets=("emo_tasks.emobench_m.vlmeval:dataset_class",),
 )

@@ -26,6 +26,8 @@ from typing import Any
 
 from emo_tasks.common import DataError
 from emo_tasks.settings import environ
+from emo_tasks.vlmeval.video import FRAMES_DIR as FRAMES_DIR
+from emo_tasks.vlmeval.video import MEDIA as VIDEO_MEDIA
 
 from . import hooks
 from .judge import FRAME_INTERVAL_S, MAX_FRAMES, judged_identity
@@ -34,9 +36,7 @@ from .scoring import TABLE
 PREFIX = "EmoVid_"
 PRIMARY = "cot_s"
 #: build_prompt's `video_llm` -> the prompt's medium word (the paper's: video models, image models given frames)
-MEDIA = {True: "video", False: "video frames"}
-#: Where the frames given to image models go, under our cache dir (`EMO_CACHE_DIR`).
-FRAMES_DIR = "vlmeval_frames"
+MEDIA = VIDEO_MEDIA
 
 
 @cache
@@ -104,31 +104,12 @@ def rows_of(docs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def model_frames(doc: Mapping[str, Any], nframe: int, fps: float, root: Path) -> list[str]:
-    """The frames an image model is given, as JPEG files under `root/<frame cache key>/` (written once, named by
-    the video's content hash and the sampling): one every 1/fps seconds (fps <= 0: one per second, the judge's
-    rate), the first `nframe` (<= 0: all)."""
-    from judges.atomic import atomic_write_bytes
-    from judges.frames import frame_cache_key
-    from judges.media import VideoFramesPart
+    """The frames an image model is given (`emo_tasks.vlmeval.video.model_frames`), named by the content identity
+    the judge names the video by: one every 1/fps seconds (fps <= 0: one per second, the judge's rate), the first
+    `nframe` (<= 0: all)."""
+    from emo_tasks.vlmeval.video import model_frames as frames
 
-    interval = 1.0 / fps if fps > 0 else FRAME_INTERVAL_S
-    part = VideoFramesPart(
-        doc["video_path"], interval_s=interval, max_frames=nframe if nframe > 0 else 1_000_000,
-        identity=judged_identity(doc),
-    )  # fmt: skip
-    folder = root / frame_cache_key(str(part.identity), part.interval_s, part.max_frames, None, part.quality)
-    done = folder / "count"
-    if done.is_file():
-        n = int(done.read_text())
-    else:
-        frames = part.frames_jpeg()
-        for k, data in enumerate(frames):
-            atomic_write_bytes(folder / f"{k:04d}.jpg", data)
-        n = len(frames)
-        atomic_write_bytes(done, str(n).encode())
-    if n == 0:
-        raise DataError(f"{doc['video_path']}: no frame could be decoded for the model")
-    return [str(folder / f"{k:04d}.jpg") for k in range(n)]
+    return frames(doc["video_path"], judged_identity(doc), nframe, fps if fps > 0 else 1.0 / FRAME_INTERVAL_S, root)
 
 
 def evaluate_predictions(
@@ -239,24 +220,6 @@ def medium_of_structs(docs: Sequence[Mapping[str, Any]], structs: Mapping[Any, A
     return found.pop() if len(found) == 1 else None
 
 
-def kept_structs(eval_file: str | Path, dataset: str) -> dict[Any, Any] | None:
-    """The prompts VLMEvalKit kept for `dataset` beside its prediction file (`<model>_<dataset>_*_structs.pkl`,
-    written when it builds them; a rerun that retries failed answers sends these instead of building them
-    again), or None."""
-    import pickle
-
-    folder = Path(eval_file).parent
-    found = sorted(folder.glob(f"{folder.name}_{dataset}_*_structs.pkl"), key=lambda p: p.stat().st_mtime)
-    if not found:
-        return None
-    try:
-        with open(found[-1], "rb") as f:
-            data = pickle.load(f)  # noqa: S301 - VLMEvalKit's own file in the run's folder, as VLMEvalKit reads it
-    except (OSError, pickle.UnpicklingError, EOFError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 @cache
 def dataset_class() -> type:
     """The VLMEvalKit video dataset class of every `EmoVid_*` name (built on first use: it imports vlmeval)."""
@@ -267,6 +230,7 @@ def dataset_class() -> type:
     from emo_tasks.vlmeval import HOST_TYPE
     from emo_tasks.vlmeval.images import read_predictions
     from emo_tasks.vlmeval.runfolder import RUN_ARGS
+    from emo_tasks.vlmeval.video import kept_structs
 
     class EmoVid(VideoBaseDataset):
         """MME-Emotion (emo_tasks): the emotion in a video clip, reasoned step by step, scored by the multi-agent

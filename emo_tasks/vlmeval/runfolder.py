@@ -230,6 +230,7 @@ def write_tasks(
     host: Mapping[str, Any],
     when: float | None = None,
     groups: Mapping[str, Sequence[str]] | None = None,
+    group_metrics: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Path:
     """Write the results file and a sample log per task into `folder`; returns the results file.  `host`: what the
     results say of the host run (VLMEvalKit's files, the generation settings known, flags).  `when`: the time the
@@ -237,14 +238,18 @@ def write_tasks(
     instead of adding a second one to the folder); now when not given.  A run of other predictions in the folder
     (VLMEvalKit has replaced its prediction file since) is removed with what was judged of it: one folder, one
     run, so no tool needs --run.  `groups`: group -> its tasks (lmms-eval's `group_subtasks`), each with the
-    metric names of its tasks, not computed here (the judge stage pools them)."""
+    metric names of its tasks, not computed here (the judge stage pools them), unless `group_metrics` (group ->
+    its metrics, as the benchmark's group aggregation gives them: a benchmark scored without a judge stage) has
+    them."""
     folder.mkdir(parents=True, exist_ok=True)
     stamp = run_stamp(when)
     _forget_other_runs(folder, stamp)
     (folder / REFUSED).unlink(missing_ok=True)
     rows = {t.task: {"alias": t.task, **{f"{k},none": v for k, v in t.metrics.items()}} for t in tasks}
     for group in groups or {}:
-        rows[group] = {"alias": group, **dict.fromkeys(f"{k},none" for k in tasks[0].metrics)}
+        given = (group_metrics or {}).get(group)
+        rows[group] = {"alias": group, **(dict.fromkeys(f"{k},none" for k in tasks[0].metrics) if given is None
+                                          else {f"{k},none": v for k, v in given.items()})}  # fmt: skip
     results = {
         "results": rows,
         "configs": {t.task: {"task": t.task, **t.config} for t in tasks},

@@ -213,6 +213,8 @@ DOC = ROOT / "docs" / "vlmeval.md"
 MODEL = "my-model"  # the quick start's model name
 KEY = "sk-vlm-0000000000000000"
 MME_DATASETS = ("EmoVid_sample_ER_Lab", "EmoVid_sample_ML_ER", "EmoVid_sample_SA")
+#: The VLMEvalKit datasets the quick start runs (each compared with the lmms-eval run).
+QUICK_START_DATASETS = ("EmoMVEI_sample", "EmoMultiEmo_sample", "EmoVid_sample_all", "EmoBenchM_sample_all")
 
 
 def quick_start_lines(text: str | None = None) -> list[str]:
@@ -233,30 +235,33 @@ def quick_start_lines(text: str | None = None) -> list[str]:
 
 def _task_of(dataset: str) -> str:
     """The lmms-eval task whose settings a VLMEvalKit dataset's run is held to (a group: its first task's)."""
+    from emo_tasks.emobench_m import vlmeval as ebm_vlmeval
     from emo_tasks.mme_emotion import vlmeval as mme_vlmeval
     from emo_tasks.multiemo import vlmeval as me_vlmeval
 
     for names in (mvei_vlmeval.TASK.names, me_vlmeval.TASK.names):
         if dataset in names:
             return names[dataset][0]
-    return mme_vlmeval.names()[mme_vlmeval.members(dataset)[0]][0]
+    video = ebm_vlmeval if dataset.startswith(ebm_vlmeval.PREFIX) else mme_vlmeval
+    return video.names()[video.members(dataset)[0]][0]
 
 
 def test_the_quick_start_asks_each_tasks_generation_settings_and_medium(tmp_path: Path) -> None:
     """Each `python -m vlmeval` command of the quick start asks what its lmms-eval task asks (no generation note
-    in the results), MME-Emotion with the medium word of lmms-eval's openai model (`--video-llm`), and its run is
-    compared with the lmms-eval run there (issue 32: the documented commands were not the tested ones)."""
+    in the results), MME-Emotion and EmoBench-M with the clip, as lmms-eval's openai model is asked (`--video-llm`),
+    and its run is compared with the lmms-eval run there (issue 32: the documented commands were not the tested
+    ones)."""
     from emo_tasks.vlmeval.runfolder import generation_notes, run_settings
 
     lines = quick_start_lines()
     runs = [shlex.split(line) for line in lines if line.startswith("python -m vlmeval ")]
     datasets = [words[words.index("--data") + 1] for words in runs]
-    assert sorted(datasets) == ["EmoMVEI_sample", "EmoMultiEmo_sample", "EmoVid_sample_all"]
+    assert sorted(datasets) == ["EmoBenchM_sample_all", "EmoMVEI_sample", "EmoMultiEmo_sample", "EmoVid_sample_all"]
     for words, dataset in zip(runs, datasets, strict=True):
         (tmp_path / "status.json").write_text(json.dumps({"argv": ["run.py", *words[3:]]}))
         asked = run_settings(tmp_path / "x.xlsx")  # what evaluate records of the command
         assert generation_notes(_task_of(dataset), asked["generation"]) == [], (dataset, asked)
-        assert asked["video_llm"] is dataset.startswith("EmoVid"), dataset
+        assert asked["video_llm"] is dataset.startswith(("EmoVid", "EmoBenchM")), dataset
         assert [ln for ln in lines if ln.startswith("emo-tasks compare ") and ln.endswith(f"/{dataset}")], dataset
 
 
@@ -370,8 +375,8 @@ def test_the_quick_start_runs_as_written_and_compare_accepts_each_run(quick_star
     for line, (done, _) in quick_start.done.items():
         assert done.returncode == 0, (line, done.stdout[-2000:], done.stderr[-3000:])
     compares = [line for line in quick_start.done if line.startswith("emo-tasks compare ")]
-    assert len(compares) == 3
-    for dataset in ("EmoMVEI_sample", "EmoMultiEmo_sample", "EmoVid_sample_all"):
+    assert len(compares) == len(QUICK_START_DATASETS)
+    for dataset in QUICK_START_DATASETS:
         host = _results(quick_start.folder(dataset))["emo_tasks_vlmeval"]
         assert not [n for n in host["notes"] if n.startswith("generation:")], (dataset, host["notes"])
         assert host["generation"]["model"].startswith("--base-url")
@@ -386,7 +391,7 @@ _STAMP = re.compile(r"(?<!\d)(\d{8})[_T](\d{6})(?!\d)")
 def test_our_names_in_a_vlmevalkit_run_are_on_lmms_evals_clock(quick_start: QuickStart) -> None:
     """Issue 32 item 13: the files we write for VLMEvalKit runs and the lmms-eval run beside them are named on one
     clock (lmms-eval's, UTC+8), on a machine whose clock is UTC: no stamp 8 h from the others."""
-    folders = [quick_start.folder(d) for d in ("EmoMVEI_sample", "EmoMultiEmo_sample", "EmoVid_sample_all")]
+    folders = [quick_start.folder(d) for d in QUICK_START_DATASETS]
     stamps = {
         str(path): datetime.datetime.strptime("".join(m.groups()), "%Y%m%d%H%M%S")
         for folder in [*folders, quick_start.lmms_dir()]
@@ -424,6 +429,51 @@ def test_python_m_vlmeval_runs_mvei_and_multiemo_with_the_numbers_of_lmms_eval(
         done = run_emo(quick_start.env, *args)
         assert done.returncode == 0, done.stderr
     assert (tmp_path / "site" / "index.html").is_file() and (tmp_path / "export" / "Std_MVEI_results.json").is_file()
+
+
+@pytest.mark.slow
+def test_python_m_vlmeval_runs_emobench_m_with_the_numbers_of_lmms_eval(
+    quick_start: QuickStart, tmp_path: Path
+) -> None:
+    """EmoBench-M through both hosts against one loopback model and judge: the quick start's `--data
+    EmoBenchM_sample_all ... --video-llm` gives every metric of its `lmms-eval --tasks emobench_m_sample` run on the
+    same answers, per scenario and pooled, SMILE's LLM scorer included (the run `compare` accepted, in the test
+    above); `report`, `view` and `export` read the VLMEvalKit run."""
+    from emo_tasks.emobench_m import scoring as ebm_scoring
+    from emo_tasks.emobench_m.registry import MEMBERS
+
+    qs = quick_start
+    want_all = qs.lmms_results()
+    folder = qs.folder("EmoBenchM_sample_all")
+    got_all = _results(folder)["results"]
+    names = [f"{m.name},none" for m in ebm_scoring.TABLE]
+    tasks = [*MEMBERS["emobench_m_sample"], "emobench_m_sample"]
+    assert len(tasks) == 14 and [t for t in tasks if t not in got_all] == []
+    for task in tasks:
+        assert {k: got_all[task][k] for k in names} == {k: want_all[task][k] for k in names}, task
+    group, meld, smile = (got_all[f"emobench_m_sample{t}"] for t in ("", "_meld", "_smile"))
+    # the loopback model answers every row in the requested format with a label of the prompt's (`fakes`)
+    assert group["n_samples,none"] == 26 and group["coverage,none"] == 100.0 and group["f1,none"] is None
+    # MELD by hand: the model named "neutral" for both rows (gold neutral, surprise): one right; weighted over the
+    # gold labels (one each), P = (1/2 + 0) / 2, R = (1 + 0) / 2, F1 = (2/3 + 0) / 2
+    assert [ln["filtered_resps"][0] for ln in _sample_logs(folder)["emobench_m_sample_meld.jsonl"]] == [
+        "{'emotion': 'neutral'}"] * 2  # fmt: skip
+    assert (meld["accuracy,none"], meld["precision,none"], meld["recall,none"]) == (50.0, 25.0, 50.0)
+    assert meld["f1,none"] == pytest.approx(100 / 3) and smile["bleu,none"] > 0 and smile["accuracy,none"] is None
+    # the loopback judge rated every reason (0-5 twice): the LLM scorer ran in both hosts, nothing failed
+    assert smile["llm_total,none"] is not None and smile["n_judge_failed,none"] == 0
+    done, calls = qs.done[qs.vlmeval_line("EmoBenchM_sample_all")]
+    assert len([c for c in calls if c.model == MODEL]) == 26, done.stderr[-3000:]  # each row asked once
+    status = json.loads((qs.root / "outputs" / MODEL / "status.json").read_text())["datasets"]
+    assert status["EmoBenchM_sample_all"]["primary_metric"] == "accuracy"
+    assert _results(folder)["emo_tasks_vlmeval"]["medium"] == "video"
+    shown = run_emo(qs.env, "report", str(folder), "--format", "json")
+    assert shown.returncode == 0 and "emobench_m_sample_smile" in shown.stdout, shown.stderr[-2000:]
+    export = ["export", str(folder), "--format", "emobench-m-official", "--out", str(tmp_path / "export")]
+    for args in (["view", str(folder), "--out", str(tmp_path / "site")], export):
+        done = run_emo(qs.env, *args)
+        assert done.returncode == 0, (args, done.stderr[-2000:])
+    assert (tmp_path / "site" / "index.html").is_file() and (tmp_path / "export" / "joint" / "MC-EIU.json").is_file()
 
 
 def _vlmeval_mme(qs: QuickStart, work: Path, *extra: str, data: tuple[str, ...] = MME_DATASETS) -> Any:
@@ -736,8 +786,9 @@ def _evalscope_python() -> str:
 @pytest.mark.slow
 def test_evalscope_runs_our_datasets_through_its_vlmevalkit_backend(tmp_path: Path) -> None:
     """EvalScope's documented Python API (`run_task(TaskConfig(eval_backend="VLMEvalKit", ...))`, its own model
-    class) on MVEI and MME-Emotion: the run folders are written; the answers EvalScope collected, scored by our
-    lmms-eval path, give its numbers; its `limit` reaches our datasets (they read the run's arguments)."""
+    class) on MVEI, MME-Emotion and EmoBench-M (one scenario): the run folders are written; the answers EvalScope
+    collected, scored by our lmms-eval path, give its numbers; its `limit` reaches our datasets (they read the run's
+    arguments)."""
     sys.path.insert(0, str(Path(__file__).parent.parent))
     from conftest import env_without_secrets, with_mme_sample
 
@@ -752,7 +803,7 @@ def test_evalscope_runs_our_datasets_through_its_vlmevalkit_backend(tmp_path: Pa
         "EMO_CACHE_DIR": str(with_mme_sample(tmp_path / "cache")),
         "EMO_PROGRESS": "0",
     }
-    for work, limit, data in ((tmp_path / "es", {}, [SAMPLE, "EmoVid_sample_ER_Lab"]),
+    for work, limit, data in ((tmp_path / "es", {}, [SAMPLE, "EmoVid_sample_ER_Lab", "EmoBenchM_sample_MELD"]),
                               (tmp_path / "es_limit", {"limit": 6}, [SAMPLE])):  # fmt: skip
         done = subprocess.run([python, "-c", _EVALSCOPE_RUN, str(ROOT), str(work), json.dumps(limit), *data],
                               capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)  # fmt: skip
@@ -767,6 +818,17 @@ def test_evalscope_runs_our_datasets_through_its_vlmevalkit_backend(tmp_path: Pa
     (judged,) = glob.glob(str(tmp_path / "es" / "*" / "eval-model" / "emo_tasks" / "EmoVid_sample_ER_Lab" / "judged"
                               / "*" / "*_results.json"))  # fmt: skip
     assert json.loads(Path(judged).read_text())["results"]["mme_emotion_sample_er_lab"]["n_scored,none"] == 2
+    from emo_tasks.emobench_m import vlmeval as ebm_vlmeval
+    from emo_tasks.vlmeval.images import read_predictions
+
+    run = tmp_path / "es" / "*" / "eval-model"
+    (meld,) = glob.glob(str(run / "emo_tasks" / "EmoBenchM_sample_MELD" / "*_results.json"))
+    (xlsx,) = glob.glob(str(run / "eval-model_EmoBenchM_sample_MELD.xlsx"))
+    rows = read_predictions(xlsx)
+    scored = ebm_vlmeval.score_predictions("EmoBenchM_sample_MELD", rows, {**env, "EMO_JUDGE": "offline"})
+    got = json.loads(Path(meld).read_text())["results"]["emobench_m_sample_meld"]
+    assert {f"{k},none": v for k, v in ebm_vlmeval.plain(scored.tasks["emobench_m_sample_meld"]).items()} == {
+        k: v for k, v in got.items() if k != "alias"} and got["n_scored,none"] == 2  # fmt: skip
     (limited,) = glob.glob(str(tmp_path / "es_limit" / "*" / "eval-model" / "emo_tasks" / SAMPLE / "*_results.json"))
     data = json.loads(Path(limited).read_text())
     assert data["n-samples"]["mvei_sample"] == {"original": 16, "effective": 2}
