@@ -27,12 +27,12 @@ through the registry (`registry.BENCHMARK.judge_ratings`) and uses its module-le
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.judging.agreement import SCORED, InputError, Sample, TaskLog
+from emo_tasks.judging.agreement import SCORED, InputError, Sample, TaskLog, read_log_lines
+from emo_tasks.judging.agreement import log_stamp as log_stamp  # the interface's: the stamp in a log's name
 from emo_tasks.results.layout import JUDGE_DIR, JUDGE_LOG_SUFFIX, summary_file
 
 from .judge import DIMENSIONS, scorer_spec
@@ -93,36 +93,12 @@ def judge_logs(folder: Path) -> dict[str, Path]:
     return {task: logs[0] for task, logs in all_judge_logs(folder).items()}
 
 
-def log_stamp(log: Path) -> str:
-    return log.name[: -len(JUDGE_LOG_SUFFIX)].rsplit("_", 1)[-1]
-
-
 def task_order(task: str) -> tuple[int, str]:
     return (_TASKS.index(task) if task in _TASKS else len(_TASKS), task)
 
 
 def task_title(task: str) -> str:
     return TITLES.get(task, task) + (" [sample]" if task.startswith(_SAMPLE) else "")
-
-
-def _read_lines(log: Path) -> list[tuple[int, dict[str, Any]]]:
-    """The JSON objects of a judge log with their line numbers, split on newlines only."""
-    try:
-        lines = log.read_text(encoding="utf-8").split("\n")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{log}: {exc}") from exc
-    out = []
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError as exc:
-            raise InputError(f"{log}:{i}: not valid JSON ({exc})") from exc
-        if not isinstance(obj, dict):
-            raise InputError(f"{log}:{i}: expected a JSON object, got {type(obj).__name__}")
-        out.append((i, obj))
-    return out
 
 
 def _sample(where: str, row: dict[str, Any]) -> Sample:
@@ -156,7 +132,7 @@ def read_task(task: str, log: Path, summary: dict[str, Any] | None) -> TaskLog:
     s = out.summary
     out.shown = {"judge_models": s.get("judge_models"), "judge_protocol": s.get("judge_protocol")}
     out.setup = {name: s.get(name) for name in SETUP_FIELDS}
-    for line, row in _read_lines(log):
+    for line, row in read_log_lines(log):
         where = f"{log}:{line}"
         if not isinstance(row.get("task"), str) or not isinstance(row.get("row_id"), str):
             raise InputError(f"{where}: needs a 'task' and a 'row_id' (text)")

@@ -105,7 +105,7 @@ from typing import Any, Protocol, cast
 
 from emo_tasks import benchmarks
 from emo_tasks.results import reader
-from emo_tasks.results.layout import JUDGE_DIR
+from emo_tasks.results.layout import JUDGE_DIR, JUDGE_LOG_SUFFIX
 
 SCORED = "scored"  # the status of a usable judgement: only samples scored in both runs are paired
 
@@ -180,6 +180,33 @@ class JudgeRatings(Protocol):
 
     def pair_notes(self, task: str, a: TaskLog, b: TaskLog) -> list[str]:
         """Remarks on a task judged in both runs (a different alpha, the same judge models, ...)."""
+
+
+def log_stamp(log: Path) -> str:
+    """A judge log's time stamp, the last `_`-part of its name (`[sample_]<task>_<stamp>_judge.jsonl`): what every
+    benchmark's judge-ratings module gives as its `log_stamp`, the benchmarks naming their logs alike."""
+    return log.name[: -len(JUDGE_LOG_SUFFIX)].rsplit("_", 1)[-1]
+
+
+def read_log_lines(log: Path) -> list[tuple[int, dict[str, Any]]]:
+    """The JSON objects of a judge log with their line numbers, split on newlines only; InputError naming the file
+    and line for one that is not a JSON object."""
+    try:
+        lines = log.read_text(encoding="utf-8").split("\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{log}: {exc}") from exc
+    out = []
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            raise InputError(f"{log}:{i}: not valid JSON ({exc})") from exc
+        if not isinstance(obj, dict):
+            raise InputError(f"{log}:{i}: expected a JSON object, got {type(obj).__name__}")
+        out.append((i, obj))
+    return out
 
 
 def judge_ratings() -> list[JudgeRatings]:

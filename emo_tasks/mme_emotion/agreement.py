@@ -29,12 +29,12 @@ SCORES, judge_logs, all_judge_logs, log_stamp, task_order, task_title, read_task
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.judging.agreement import SCORED, InputError, Sample, TaskLog
+from emo_tasks.judging.agreement import SCORED, InputError, Sample, TaskLog, read_log_lines
+from emo_tasks.judging.agreement import log_stamp as log_stamp  # the interface's: the stamp in a log's name
 from emo_tasks.results.layout import JUDGE_DIR, JUDGE_LOG_SUFFIX, summary_file
 
 from .protocol import spec_for
@@ -60,36 +60,12 @@ SCORES = {m: TABLE[m].title or m for m in ("rec_s", "rea_s", "cot_s")}
 _ANSWER = ("video_id", "answer")  # what a row judged: two rows pair only when these agree
 
 
-def log_stamp(log: Path) -> str:
-    return log.name[: -len(JUDGE_LOG_SUFFIX)].rsplit("_", 1)[-1]
-
-
 def task_order(task: str) -> tuple[int, str]:
     return (TASKS.index(task) if task in TASKS else len(TASKS), task)
 
 
 def task_title(task: str) -> str:
     return TITLES.get(task, task) + (" [sample]" if task.startswith(_SAMPLE) else "")
-
-
-def _read_lines(log: Path) -> list[tuple[int, dict[str, Any]]]:
-    """The JSON objects of a judge log with their line numbers, split on newlines only."""
-    try:
-        lines = log.read_text(encoding="utf-8").split("\n")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{log}: {exc}") from exc
-    out = []
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError as exc:
-            raise InputError(f"{log}:{i}: not valid JSON ({exc})") from exc
-        if not isinstance(obj, dict):
-            raise InputError(f"{log}:{i}: expected a JSON object, got {type(obj).__name__}")
-        out.append((i, obj))
-    return out
 
 
 def _check_row(log: Path, line: int, row: dict[str, Any]) -> None:
@@ -147,7 +123,7 @@ def read_task(task: str, log: Path, summary: dict[str, Any] | None) -> TaskLog:
     if isinstance(recorded, int | float) and not isinstance(recorded, bool):
         out.setup["alpha"] = float(recorded)  # 1 and 1.0 are one alpha
     base = task.replace(_SAMPLE, "mme_emotion_", 1)
-    for line, row in _read_lines(log):
+    for line, row in read_log_lines(log):
         try:
             mine = spec_for(str(row["task"])).task == base
             key = int(row["row"])
