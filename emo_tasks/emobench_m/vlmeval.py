@@ -19,7 +19,6 @@ first `nframe`, 10 by default).  The prompt is the authors' either way; which th
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -28,6 +27,7 @@ from typing import Any
 
 from emo_tasks.common import DataError, LastResult
 from emo_tasks.settings import environ
+from emo_tasks.vlmeval.datasets import DatasetNames
 from emo_tasks.vlmeval.video import MEDIA
 
 from . import hooks, scoring
@@ -61,24 +61,10 @@ def names() -> dict[str, tuple[str, str]]:
 GROUPS = {"EmoBenchM_all": ("emobench_m", "benchmark"), "EmoBenchM_sample_all": ("emobench_m_sample", "sample")}
 
 
-def dataset_names() -> list[str]:
-    """Every EmoBench-M dataset name VLMEvalKit gets: the scenarios, then the groups."""
-    return [*names(), *GROUPS]
-
-
-def _task(dataset: str) -> tuple[str, str]:
-    if dataset not in names():
-        raise DataError(f"{dataset}: not an EmoBench-M dataset of emo_tasks (known: {', '.join(dataset_names())})")
-    return names()[dataset]
-
-
-def members(dataset: str) -> list[str]:
-    """The scenario datasets a dataset is made of: a group's (in the protocol's order), or itself."""
-    if dataset in GROUPS:
-        source = GROUPS[dataset][1]
-        return [n for n, (_, name) in names().items() if name.split("/")[1] == source]
-    _task(dataset)
-    return [dataset]
+DATASETS = DatasetNames("EmoBench-M", names, GROUPS)
+dataset_names = DATASETS.dataset_names  # the leaves, then the groups
+_task = DATASETS.task
+members = DATASETS.members  # a group's leaves, or the dataset itself
 
 
 def _task_docs(dataset: str, env: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -254,85 +240,27 @@ def _name_of(task: str) -> str:
     return next(name for t, name in names().values() if t == task)
 
 
+def prompt_text(doc: dict[str, Any], medium: str) -> str:
+    """The authors' prompt of a row, the same for the clip and its frames."""
+    return hooks.doc_to_text(doc)
+
+
+def primary_metric(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """The first of `PRIMARY` that is a number."""
+    for name in PRIMARY:
+        value = metrics.get(name)
+        if isinstance(value, int | float):
+            return {name: value}
+    return {}
+
+
 @cache
 def dataset_class() -> type:
     """The VLMEvalKit video dataset class of every `EmoBenchM_*` name (built on first use: it imports vlmeval)."""
-    import pandas as pd
-    from vlmeval.dataset.video_base import VideoBaseDataset
+    import sys
 
-    from emo_tasks.settings import CommonSettings
-    from emo_tasks.vlmeval import HOST_TYPE
-    from emo_tasks.vlmeval.images import read_predictions
-    from emo_tasks.vlmeval.runfolder import RUN_ARGS
-    from emo_tasks.vlmeval.video import FRAMES_DIR, kept_structs
+    from emo_tasks.vlmeval.video import dataset_class as video_dataset_class
 
-    class EmoBenchM(VideoBaseDataset):
-        """EmoBench-M (emo_tasks): emotional intelligence in video clips with their audio, 13 scenarios, scored by
-        the authors' rules (and their LLM scorer for SMILE's reasons)."""
-
-        TYPE = HOST_TYPE
-        MODALITY = "VIDEO"
-
-        def __init__(
-            self, dataset: str = "EmoBenchM_sample_MELD", nframe: int = MAX_FRAMES, fps: float = -1,
-            pack: bool = False, **kwargs: Any,
-        ) -> None:  # fmt: skip
-            # run.py hands every CLI argument (`vars(args)`) to a video dataset: kept for what the run asked
-            self.dataset_name, self.nframe, self.fps, self.pack = dataset, nframe, fps, False
-            self.run_args = {k: kwargs.get(k) for k in RUN_ARGS}
-            self.docs = load_docs(dataset)
-            self._data = pd.DataFrame(rows_of(self.docs))  # the rows loaded once: load_task checks every video
-            self.videos = list(self._data["video"])
-            self.frame_root = str(CommonSettings.from_env(environ()).cache_dir / FRAMES_DIR)
-            self.medium: str | None = None
-            self._lock = threading.Lock()
-
-        @property
-        def data(self) -> Any:
-            """The rows, with what the model was given once build_prompt knows it (VLMEvalKit writes this table,
-            with the predictions, to the prediction file `evaluate` reads)."""
-            with self._lock:
-                if self.medium is not None and "medium" not in self._data.columns:
-                    self._data["medium"] = self.medium
-            return self._data
-
-        @data.setter
-        def data(self, value: Any) -> None:
-            self._data = value
-
-        @classmethod
-        def supported_datasets(cls) -> list[str]:
-            return dataset_names()
-
-        def prepare_dataset(self, dataset: str) -> dict[str, str]:
-            return {"root": "", "data_file": ""}  # the rows come from load_task (required by the base class)
-
-        def build_prompt(self, line: Any, video_llm: bool) -> list[dict[str, str]]:
-            index = int(line if isinstance(line, int) else line["index"])
-            doc, medium = self.docs[index], MEDIA[bool(video_llm)]
-            with self._lock:
-                if self.medium not in (None, medium):
-                    raise DataError(f"{self.dataset_name}: one run gave both media ({self.medium}, {medium})")
-                self.medium = medium
-            text = dict(type="text", value=hooks.doc_to_text(doc))
-            if video_llm:
-                return [dict(type="video", value=hooks.doc_to_visual(doc)[0]), text]
-            frames = model_frames(doc, self.nframe, self.fps, Path(self.frame_root))
-            return [*(dict(type="image", value=p) for p in frames), text]
-
-        def evaluate(self, eval_file: str, **judge_kwargs: Any) -> dict[str, Any]:
-            rows = read_predictions(eval_file)
-            structs = None if self.medium else kept_structs(eval_file, self.dataset_name)
-            return evaluate_predictions(
-                self.dataset_name, rows, eval_file, judge_kwargs, self.medium, structs=structs, run_args=self.run_args
-            )
-
-        @classmethod
-        def report_primary_metric(cls, metrics: dict[str, Any] | None) -> dict[str, float]:
-            for name in PRIMARY:
-                value = (metrics or {}).get(name)
-                if isinstance(value, int | float):
-                    return {name: value}
-            return {}
-
-    return EmoBenchM
+    doc = ("EmoBench-M (emo_tasks): emotional intelligence in video clips with their audio, 13 scenarios, scored by "
+           "the authors' rules (and their LLM scorer for SMILE's reasons).")  # fmt: skip
+    return video_dataset_class(sys.modules[__name__], "EmoBenchM", doc, "EmoBenchM_sample_MELD")

@@ -18,7 +18,6 @@ The same rows, prompt, row hash and judge as the lmms-eval tasks `mme_emotion_<t
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
@@ -26,11 +25,12 @@ from typing import Any
 
 from emo_tasks.common import DataError
 from emo_tasks.settings import environ
+from emo_tasks.vlmeval.datasets import DatasetNames
 from emo_tasks.vlmeval.video import FRAMES_DIR as FRAMES_DIR
 from emo_tasks.vlmeval.video import MEDIA as VIDEO_MEDIA
 
 from . import hooks
-from .judge import FRAME_INTERVAL_S, MAX_FRAMES, judged_identity
+from .judge import FRAME_INTERVAL_S, judged_identity
 from .scoring import TABLE
 
 PREFIX = "EmoVid_"
@@ -58,24 +58,10 @@ def names() -> dict[str, tuple[str, str]]:
 GROUPS = {"EmoVid_all": ("mme_emotion_all", "benchmark"), "EmoVid_sample_all": ("mme_emotion_sample", "sample")}
 
 
-def dataset_names() -> list[str]:
-    """Every MME-Emotion dataset name VLMEvalKit gets: the tasks, then the groups."""
-    return [*names(), *GROUPS]
-
-
-def _task(dataset: str) -> tuple[str, str]:
-    if dataset not in names():
-        raise DataError(f"{dataset}: not an MME-Emotion dataset of emo_tasks (known: {', '.join(dataset_names())})")
-    return names()[dataset]
-
-
-def members(dataset: str) -> list[str]:
-    """The task datasets a dataset is made of: a group's tasks of its source (in the registry's order), or itself."""
-    if dataset in GROUPS:
-        source = GROUPS[dataset][1]
-        return [n for n, (_, name) in names().items() if name.split("/")[1] == source]
-    _task(dataset)
-    return [dataset]
+DATASETS = DatasetNames("MME-Emotion", names, GROUPS)
+dataset_names = DATASETS.dataset_names  # the leaves, then the groups
+_task = DATASETS.task
+members = DATASETS.members  # a group's leaves, or the dataset itself
 
 
 def _task_docs(dataset: str, env: Mapping[str, str] | None) -> list[dict[str, Any]]:
@@ -220,82 +206,24 @@ def medium_of_structs(docs: Sequence[Mapping[str, Any]], structs: Mapping[Any, A
     return found.pop() if len(found) == 1 else None
 
 
+def prompt_text(doc: dict[str, Any], medium: str) -> str:
+    """The prompt of a row for the medium the model is given (the paper's "video" or "video frames")."""
+    return hooks.doc_to_text(doc, {"medium": medium})
+
+
+def primary_metric(metrics: Mapping[str, Any]) -> dict[str, float]:
+    value = metrics.get(PRIMARY)
+    return {PRIMARY: value} if isinstance(value, int | float) else {}
+
+
 @cache
 def dataset_class() -> type:
     """The VLMEvalKit video dataset class of every `EmoVid_*` name (built on first use: it imports vlmeval)."""
-    import pandas as pd
-    from vlmeval.dataset.video_base import VideoBaseDataset
+    import sys
 
-    from emo_tasks.settings import CommonSettings
-    from emo_tasks.vlmeval import HOST_TYPE
-    from emo_tasks.vlmeval.images import read_predictions
-    from emo_tasks.vlmeval.runfolder import RUN_ARGS
-    from emo_tasks.vlmeval.video import kept_structs
+    from emo_tasks.vlmeval.video import dataset_class as video_dataset_class
 
-    class EmoVid(VideoBaseDataset):
-        """MME-Emotion (emo_tasks): the emotion in a video clip, reasoned step by step, scored by the multi-agent
-        judge."""
-
-        TYPE = HOST_TYPE
-        MODALITY = "VIDEO"
-
-        def __init__(
-            self, dataset: str = "EmoVid_sample_ER_Lab", nframe: int = MAX_FRAMES, fps: float = -1, pack: bool = False,
-            **kwargs: Any,
-        ) -> None:  # fmt: skip
-            # run.py hands every CLI argument (`vars(args)`) to a video dataset: kept for what the run asked
-            self.dataset_name, self.nframe, self.fps, self.pack = dataset, nframe, fps, False
-            self.run_args = {k: kwargs.get(k) for k in RUN_ARGS}
-            self.docs = load_docs(dataset)
-            self._data = pd.DataFrame(rows_of(self.docs))  # the rows loaded once: load_task checks every video
-            self.videos = list(self._data["video"])
-            self.frame_root = str(CommonSettings.from_env(environ()).cache_dir / FRAMES_DIR)
-            self.medium: str | None = None
-            self._lock = threading.Lock()
-
-        @property
-        def data(self) -> Any:
-            """The rows, with the medium the model was asked once build_prompt knows it (VLMEvalKit writes this
-            table, with the predictions, to the prediction file `evaluate` reads)."""
-            with self._lock:
-                if self.medium is not None and "medium" not in self._data.columns:
-                    self._data["medium"] = self.medium
-            return self._data
-
-        @data.setter
-        def data(self, value: Any) -> None:
-            self._data = value
-
-        @classmethod
-        def supported_datasets(cls) -> list[str]:
-            return dataset_names()
-
-        def prepare_dataset(self, dataset: str) -> dict[str, str]:
-            return {"root": "", "data_file": ""}  # the rows come from load_task (required by the base class)
-
-        def build_prompt(self, line: Any, video_llm: bool) -> list[dict[str, str]]:
-            index = int(line if isinstance(line, int) else line["index"])
-            doc, medium = self.docs[index], MEDIA[bool(video_llm)]
-            with self._lock:
-                if self.medium not in (None, medium):
-                    raise DataError(f"{self.dataset_name}: one run asked with both media ({self.medium}, {medium})")
-                self.medium = medium
-            text = dict(type="text", value=hooks.doc_to_text(doc, {"medium": medium}))
-            if video_llm:
-                return [dict(type="video", value=hooks.doc_to_visual(doc)[0]), text]
-            frames = model_frames(doc, self.nframe, self.fps, Path(self.frame_root))
-            return [*(dict(type="image", value=p) for p in frames), text]
-
-        def evaluate(self, eval_file: str, **judge_kwargs: Any) -> dict[str, Any]:
-            rows = read_predictions(eval_file)
-            structs = None if self.medium else kept_structs(eval_file, self.dataset_name)
-            return evaluate_predictions(
-                self.dataset_name, rows, eval_file, judge_kwargs, self.medium, structs=structs, run_args=self.run_args
-            )
-
-        @classmethod
-        def report_primary_metric(cls, metrics: dict[str, Any] | None) -> dict[str, float]:
-            value = (metrics or {}).get(PRIMARY)
-            return {PRIMARY: value} if isinstance(value, int | float) else {}
-
-    return EmoVid
+    doc = (
+        "MME-Emotion (emo_tasks): the emotion in a video clip, reasoned step by step, scored by the multi-agent judge."
+    )
+    return video_dataset_class(sys.modules[__name__], "EmoVid", doc, "EmoVid_sample_ER_Lab")

@@ -84,3 +84,85 @@ def medium_of_parts(structs: Mapping[Any, Any]) -> str | None:
         kinds = {m.get("type") for m in message or [] if isinstance(m, Mapping)}
         found.add(MEDIA[True] if "video" in kinds else MEDIA[False] if "image" in kinds else None)
     return found.pop() if len(found) == 1 else None
+
+
+def dataset_class(adapter: Any, class_name: str, doc: str, default: str) -> type:
+    """The VLMEvalKit video dataset class of a video benchmark's adapter module (imports vlmeval).
+
+    Why one builder: MME-Emotion's and EmoBench-M's classes did the same things (rows loaded once through the
+    lmms-eval hooks, the medium recorded in the prediction table, frames for an image model) and differ only in what
+    `adapter` gives: `load_docs`, `rows_of`, `dataset_names`, `model_frames`, `evaluate_predictions` (as
+    MME-Emotion's), `MAX_FRAMES`, `prompt_text(doc, medium)` and `primary_metric(metrics)`.  `default`: the dataset
+    built when none is named."""
+    import threading
+
+    import pandas as pd
+    from vlmeval.dataset.video_base import VideoBaseDataset
+
+    from emo_tasks.settings import CommonSettings, environ
+
+    from . import HOST_TYPE
+    from .images import read_predictions
+    from .runfolder import RUN_ARGS
+
+    def __init__(
+        self: Any, dataset: str = default, nframe: int = adapter.MAX_FRAMES, fps: float = -1, pack: bool = False,
+        **kwargs: Any,
+    ) -> None:  # fmt: skip
+        # run.py hands every CLI argument (`vars(args)`) to a video dataset: kept for what the run asked
+        self.dataset_name, self.nframe, self.fps, self.pack = dataset, nframe, fps, False
+        self.run_args = {k: kwargs.get(k) for k in RUN_ARGS}
+        self.docs = adapter.load_docs(dataset)
+        self._data = pd.DataFrame(adapter.rows_of(self.docs))  # the rows loaded once: load_task checks every video
+        self.videos = list(self._data["video"])
+        self.frame_root = str(CommonSettings.from_env(environ()).cache_dir / FRAMES_DIR)
+        self.medium = None
+        self._lock = threading.Lock()
+
+    def get_data(self: Any) -> Any:
+        """The rows, with the medium the model was asked once build_prompt knows it (VLMEvalKit writes this table,
+        with the predictions, to the prediction file `evaluate` reads)."""
+        with self._lock:
+            if self.medium is not None and "medium" not in self._data.columns:
+                self._data["medium"] = self.medium
+        return self._data
+
+    def set_data(self: Any, value: Any) -> None:
+        self._data = value
+
+    def supported_datasets(cls: Any) -> list[str]:
+        return adapter.dataset_names()
+
+    def prepare_dataset(self: Any, dataset: str) -> dict[str, str]:
+        return {"root": "", "data_file": ""}  # the rows come from load_task (required by the base class)
+
+    def build_prompt(self: Any, line: Any, video_llm: bool) -> list[dict[str, str]]:
+        index = int(line if isinstance(line, int) else line["index"])
+        doc, medium = self.docs[index], MEDIA[bool(video_llm)]
+        with self._lock:
+            if self.medium not in (None, medium):
+                raise DataError(f"{self.dataset_name}: one run asked with both media ({self.medium}, {medium})")
+            self.medium = medium
+        text = dict(type="text", value=adapter.prompt_text(doc, medium))
+        if video_llm:
+            return [dict(type="video", value=adapter.hooks.doc_to_visual(doc)[0]), text]
+        frames = adapter.model_frames(doc, self.nframe, self.fps, Path(self.frame_root))
+        return [*(dict(type="image", value=p) for p in frames), text]
+
+    def evaluate(self: Any, eval_file: str, **judge_kwargs: Any) -> dict[str, Any]:
+        rows = read_predictions(eval_file)
+        structs = None if self.medium else kept_structs(eval_file, self.dataset_name)
+        return adapter.evaluate_predictions(
+            self.dataset_name, rows, eval_file, judge_kwargs, self.medium, structs=structs, run_args=self.run_args
+        )
+
+    def report_primary_metric(cls: Any, metrics: dict[str, Any] | None) -> dict[str, float]:
+        return adapter.primary_metric(metrics or {})
+
+    body = {
+        "__doc__": doc, "__module__": adapter.__name__, "TYPE": HOST_TYPE, "MODALITY": "VIDEO",
+        "__init__": __init__, "data": property(get_data, set_data),
+        "supported_datasets": classmethod(supported_datasets), "prepare_dataset": prepare_dataset,
+        "build_prompt": build_prompt, "evaluate": evaluate, "report_primary_metric": classmethod(report_primary_metric),
+    }  # fmt: skip
+    return type(class_name, (VideoBaseDataset,), body)
