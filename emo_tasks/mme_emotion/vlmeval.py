@@ -31,6 +31,7 @@ from emo_tasks.vlmeval.video import MEDIA as VIDEO_MEDIA
 
 from . import hooks
 from .judge import FRAME_INTERVAL_S, judged_identity
+from .judge import MAX_FRAMES as MAX_FRAMES  # the adapter's: frames an image model gets by default
 from .scoring import TABLE
 
 PREFIX = "EmoVid_"

@@ -86,6 +86,11 @@ def medium_of_parts(structs: Mapping[Any, Any]) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
+#: What a video benchmark's adapter module defines for `dataset_class`.
+ADAPTER_NAMES = ("MAX_FRAMES", "hooks", "load_docs", "rows_of", "dataset_names", "model_frames", "evaluate_predictions",
+                 "prompt_text", "primary_metric")  # fmt: skip
+
+
 def dataset_class(adapter: Any, class_name: str, doc: str, default: str) -> type:
     """The VLMEvalKit video dataset class of a video benchmark's adapter module (imports vlmeval).
 
@@ -95,6 +100,10 @@ def dataset_class(adapter: Any, class_name: str, doc: str, default: str) -> type
     MME-Emotion's), `MAX_FRAMES`, `prompt_text(doc, medium)` and `primary_metric(metrics)`.  `default`: the dataset
     built when none is named."""
     import threading
+
+    missing = [n for n in ADAPTER_NAMES if not hasattr(adapter, n)]
+    if missing:  # a programming error of the adapter, said before VLMEvalKit builds anything
+        raise TypeError(f"{adapter.__name__} lacks {', '.join(missing)} (emo_tasks.vlmeval.video.ADAPTER_NAMES)")
 
     import pandas as pd
     from vlmeval.dataset.video_base import VideoBaseDataset

@@ -256,3 +256,19 @@ def test_a_group_without_given_metrics_keeps_the_judge_stages_empty_row(tmp_path
     assert json.loads(empty.read_text())["results"]["g"] == {"alias": "g", "accuracy,none": None}
     given = write_tasks(tmp_path / "b", out, "m", {}, groups={"g": ["t"]}, group_metrics={"g": {"accuracy": 2.0}})
     assert json.loads(given.read_text())["results"]["g"] == {"alias": "g", "accuracy,none": 2.0}
+
+
+@pytest.mark.parametrize("module", ["emo_tasks.mme_emotion.vlmeval", "emo_tasks.emobench_m.vlmeval"])
+def test_each_video_adapter_gives_what_the_shared_dataset_class_reads(module: str) -> None:
+    """The shared VLMEvalKit video class (`emo_tasks.vlmeval.video.dataset_class`) reads these names of each adapter;
+    VLMEvalKit is not installed in the fast tier, so a name a refactor drops is caught here, not in the vlmeval tier."""
+    import importlib
+
+    from emo_tasks.vlmeval.video import ADAPTER_NAMES
+
+    adapter = importlib.import_module(module)
+    assert [n for n in ADAPTER_NAMES if not hasattr(adapter, n)] == []
+    assert isinstance(adapter.MAX_FRAMES, int) and adapter.MAX_FRAMES > 0
+    docs = adapter.load_docs(next(n for n in adapter.dataset_names() if "_sample_" in n))
+    assert adapter.prompt_text(docs[0], "video").strip()
+    assert adapter.primary_metric({}) == {}
