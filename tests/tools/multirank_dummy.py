@@ -68,7 +68,24 @@ def main() -> None:
     _patch_dummy()
     from lmms_eval.__main__ import cli_evaluate
 
-    cli_evaluate()
+    try:
+        cli_evaluate()
+    finally:
+        _close_process_group()
+
+
+def _close_process_group() -> None:
+    """Destroy the torch.distributed process group lmms-eval 0.7.3 started and never destroys.
+
+    Why: a rank that reaches interpreter shutdown with its gloo group alive sometimes aborts there ("terminate called
+    without an active exception", SIGABRT) after its work is done and its results written, and the launcher then
+    fails the whole run; seen in 2 full-suite runs of about 8 (tests/test_multirank.py's setup errors).  A launched
+    script ends its group before it exits (torch's advice); lmms-eval's `cli_evaluate` does not, so this wrapper does.
+    """
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
