@@ -31,7 +31,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.judging.agreement import SCORED, InputError, Sample, TaskLog, read_log_lines
+from emo_tasks.judging.agreement import SCORED, InputError, Sample, TaskLog, read_log_lines, summary_notes
 from emo_tasks.judging.agreement import log_stamp as log_stamp  # the interface's: the stamp in a log's name
 from emo_tasks.results.layout import JUDGE_DIR, JUDGE_LOG_SUFFIX, summary_file
 
@@ -145,14 +145,4 @@ def read_task(task: str, log: Path, summary: dict[str, Any] | None) -> TaskLog:
 
 
 def pair_notes(task: str, a: TaskLog, b: TaskLog) -> list[str]:
-    notes = []
-    sa, sb = a.summary, b.summary
-    for k in ("judge_sampling", "data_source"):
-        if sa.get(k) != sb.get(k) and sa.get(k) is not None and sb.get(k) is not None:
-            notes.append(f"{task}: {k} differs (A {sa.get(k)}, B {sb.get(k)})")
-    if sa.get("judge_models") and sa.get("judge_models") == sb.get("judge_models"):
-        notes.append(
-            f"{task}: both runs used the same judge model {sa['judge_models']}: this measures run-to-run "
-            "consistency, not one judge against another"
-        )
-    return notes
+    return summary_notes(task, a, b, ("judge_sampling", "data_source"), "judge model")

@@ -209,6 +209,22 @@ def read_log_lines(log: Path) -> list[tuple[int, dict[str, Any]]]:
     return out
 
 
+def summary_notes(task: str, a: TaskLog, b: TaskLog, keys: Sequence[str], models: str) -> list[str]:
+    """A judge-ratings module's `pair_notes` from the two summaries: each of `keys` both record and differ on, and
+    the same judge `models` ("judge model(s)") on both sides, where only run-to-run consistency is measured."""
+    notes = []
+    sa, sb = a.summary, b.summary
+    for k in keys:
+        if sa.get(k) != sb.get(k) and sa.get(k) is not None and sb.get(k) is not None:
+            notes.append(f"{task}: {k} differs (A {sa.get(k)}, B {sb.get(k)})")
+    if sa.get("judge_models") and sa.get("judge_models") == sb.get("judge_models"):
+        notes.append(
+            f"{task}: both runs used the same {models} {sa['judge_models']}: this measures run-to-run "
+            "consistency, not one judge against another"
+        )
+    return notes
+
+
 def judge_ratings() -> list[JudgeRatings]:
     """Every benchmark's judge-ratings module, in registry order."""
     modules = [b.judge_ratings for b in benchmarks.all_benchmarks() if b.judge_ratings]

@@ -33,7 +33,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from emo_tasks.judging.agreement import SCORED, InputError, Sample, TaskLog, read_log_lines
+from emo_tasks.judging.agreement import SCORED, InputError, Sample, TaskLog, read_log_lines, summary_notes
 from emo_tasks.judging.agreement import log_stamp as log_stamp  # the interface's: the stamp in a log's name
 from emo_tasks.results.layout import JUDGE_DIR, JUDGE_LOG_SUFFIX, summary_file
 
@@ -140,18 +140,9 @@ def read_task(task: str, log: Path, summary: dict[str, Any] | None) -> TaskLog:
 
 def pair_notes(task: str, a: TaskLog, b: TaskLog) -> list[str]:
     notes = []
-    sa, sb = a.summary, b.summary
     if a.shown["alpha"] != b.shown["alpha"]:
         notes.append(
             f"{task}: alpha differs (A {a.shown['alpha']}, B {b.shown['alpha']}): the CoT-S difference mixes judge "
             "and alpha"
         )
-    for k in ("judge_protocol", "audio_clues", "data_source"):
-        if sa.get(k) != sb.get(k) and sa.get(k) is not None and sb.get(k) is not None:
-            notes.append(f"{task}: {k} differs (A {sa.get(k)}, B {sb.get(k)})")
-    if sa.get("judge_models") and sa.get("judge_models") == sb.get("judge_models"):
-        notes.append(
-            f"{task}: both runs used the same judge models {sa['judge_models']}: this measures run-to-run "
-            "consistency, not one judge against another"
-        )
-    return notes
+    return notes + summary_notes(task, a, b, ("judge_protocol", "audio_clues", "data_source"), "judge models")
